@@ -1,0 +1,78 @@
+//! Pieces in hand, packed into one `u32` so that copying, comparing and hashing a hand is one word.
+
+use std::fmt;
+
+use crate::piece::PieceType;
+
+/// Bit offset and width of each hand kind, indexed by `PieceType as usize` (pawn 1 … gold 7).
+/// Widths hold the maximum counts (18 pawns, 4 lances/knights/silvers/golds, 2 bishops/rooks).
+const SHIFT: [u32; 8] = [0, 0, 8, 12, 16, 20, 24, 28];
+const MASK: [u32; 8] = [0, 0x1f, 0x7, 0x7, 0x7, 0x3, 0x3, 0x7];
+/// The most pieces of each kind a position may hold, on the board and in hands together: what the
+/// packed hand can store. A shogi set has fewer (18, 4, 4, 4, 2, 2, 4), but published perft test
+/// positions use extra rooks and bishops, so only the storage limit is enforced.
+pub const CAPACITY: [u32; 8] = MASK;
+
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Hand(u32);
+
+impl Hand {
+    pub const EMPTY: Hand = Hand(0);
+
+    /// How many pieces of `pt` (an unpromoted kind other than king) the hand holds.
+    #[inline]
+    pub const fn count(self, pt: PieceType) -> u32 {
+        (self.0 >> SHIFT[pt as usize]) & MASK[pt as usize]
+    }
+
+    #[inline]
+    pub const fn has(self, pt: PieceType) -> bool {
+        self.count(pt) != 0
+    }
+
+    #[inline]
+    pub fn add(&mut self, pt: PieceType) {
+        debug_assert!(self.count(pt) < MASK[pt as usize]);
+        self.0 += 1 << SHIFT[pt as usize];
+    }
+
+    #[inline]
+    pub fn remove(&mut self, pt: PieceType) {
+        debug_assert!(self.count(pt) > 0);
+        self.0 -= 1 << SHIFT[pt as usize];
+    }
+
+    /// Sets a count; the caller checks it against [`CAPACITY`].
+    pub fn set(&mut self, pt: PieceType, n: u32) {
+        let s = SHIFT[pt as usize];
+        self.0 = (self.0 & !(MASK[pt as usize] << s)) | ((n & MASK[pt as usize]) << s);
+    }
+
+    #[inline]
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether the hand holds anything other than pawns (drops of those need no nifu check).
+    #[inline]
+    pub const fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// Total number of pieces in hand.
+    pub fn total(self) -> u32 {
+        PieceType::HAND.iter().map(|&pt| self.count(pt)).sum()
+    }
+}
+
+impl fmt::Debug for Hand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut list = f.debug_map();
+        for pt in PieceType::HAND {
+            if self.has(pt) {
+                list.entry(&pt, &self.count(pt));
+            }
+        }
+        list.finish()
+    }
+}
