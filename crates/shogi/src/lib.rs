@@ -13,6 +13,7 @@
 pub mod attacks;
 mod bitboard;
 mod color;
+mod diagram;
 mod hand;
 mod handicap;
 mod movegen;

@@ -1,0 +1,83 @@
+//! Property tests over random games: do/undo restores the position and its hash exactly, the
+//! incremental hash equals a from-scratch hash, SFEN round-trips, and the single-move legality
+//! check agrees with the move generator.
+
+use koma_shogi::{Handicap, Move, Position};
+use proptest::prelude::*;
+
+/// A small deterministic PRNG, so a failing seed reproduces.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// Picks a move favouring captures and drops, so hands fill and unusual positions arise.
+fn pick(pos: &Position, rng: &mut Rng) -> Option<Move> {
+    let moves = pos.legal_moves();
+    if moves.is_empty() {
+        return None;
+    }
+    let interesting: Vec<Move> =
+        moves.iter().copied().filter(|m| m.is_drop() || pos.piece_at(m.to()).is_some()).collect();
+    if !interesting.is_empty() && rng.below(3) > 0 {
+        return Some(interesting[rng.below(interesting.len())]);
+    }
+    Some(moves[rng.below(moves.len())])
+}
+
+fn check_position(pos: &mut Position, rng: &mut Rng) {
+    assert_eq!(pos.hash(), pos.hash_from_scratch(), "incremental hash differs at {}", pos.to_sfen());
+    let sfen = pos.to_sfen();
+    let reparsed = Position::from_sfen(&sfen).expect("our SFEN parses");
+    assert_eq!(reparsed.to_sfen(), sfen);
+    assert_eq!(reparsed.hash(), pos.hash(), "hash depends on history at {sfen}");
+    let before = pos.clone();
+    let moves = pos.legal_moves();
+    for &m in moves.iter() {
+        assert!(pos.is_legal(m), "generated move {m} is not is_legal in {sfen}");
+        let gives = pos.gives_check(m);
+        pos.do_move(m);
+        assert_eq!(pos.in_check(), gives, "gives_check({m}) wrong in {sfen}");
+        assert_eq!(pos.hash(), pos.hash_from_scratch(), "hash after {m} in {sfen}");
+        pos.undo_move();
+        assert_eq!(*pos, before, "undo of {m} in {sfen}");
+        assert_eq!(pos.hash(), before.hash(), "hash after undo of {m} in {sfen}");
+    }
+    // Random move codes: is_legal must agree with membership in the generated list.
+    for _ in 0..64 {
+        if let Some(m) = Move::from_u16(rng.next() as u16) {
+            assert_eq!(pos.is_legal(m), moves.contains(&m), "is_legal({m}) disagrees with movegen in {sfen}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_games_keep_every_invariant(seed in 1u64..u64::MAX, start in 0usize..Handicap::ALL.len()) {
+        let mut rng = Rng(seed);
+        let mut pos = Handicap::ALL[start].position();
+        let root = pos.to_sfen();
+        let mut played = 0;
+        for _ in 0..160 {
+            check_position(&mut pos, &mut rng);
+            let Some(m) = pick(&pos, &mut rng) else { break };
+            pos.do_move(m);
+            played += 1;
+        }
+        for _ in 0..played {
+            pos.undo_move();
+        }
+        prop_assert_eq!(pos.to_sfen(), root);
+    }
+}
