@@ -53,12 +53,6 @@ impl Hand {
         self.0 == 0
     }
 
-    /// Whether the hand holds anything other than pawns (drops of those need no nifu check).
-    #[inline]
-    pub const fn raw(self) -> u32 {
-        self.0
-    }
-
     /// Total number of pieces in hand.
     pub fn total(self) -> u32 {
         PieceType::HAND.iter().map(|&pt| self.count(pt)).sum()

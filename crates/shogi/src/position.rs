@@ -37,8 +37,6 @@ pub struct Position {
     king_squares: [Square; 2],
     /// SFEN move number of the current position (1 in a fresh game).
     move_number: u32,
-    /// Move number at the root of the history (`states[0]`).
-    root_move_number: u32,
     states: Vec<StateInfo>,
 }
 
@@ -53,7 +51,6 @@ impl Position {
             side_to_move,
             king_squares: [Square::from_index_unchecked(0); 2],
             move_number,
-            root_move_number: move_number,
             states: Vec::with_capacity(256),
         };
         for sq in Square::all() {
@@ -145,12 +142,6 @@ impl Position {
         self.states.len() - 1
     }
 
-    /// Move number of the position the history starts from.
-    #[inline]
-    pub fn root_move_number(&self) -> u32 {
-        self.root_move_number
-    }
-
     #[inline]
     pub(crate) fn state(&self) -> &StateInfo {
         self.states.last().expect("the state stack always has the root")
@@ -182,6 +173,17 @@ impl Position {
     #[inline]
     pub fn pinned(&self) -> Bitboard {
         self.state().pinned
+    }
+
+    /// The hash of the position `plies_back` plies ago in this position's history, if it goes back
+    /// that far (0 is the current position).
+    pub fn history_hash(&self, plies_back: usize) -> Option<u64> {
+        self.states.len().checked_sub(plies_back + 1).map(|i| self.states[i].hash)
+    }
+
+    /// The move played `plies_back` + 1 plies ago (0 is the last move), if the history has it.
+    pub fn history_move(&self, plies_back: usize) -> Option<Move> {
+        self.states.len().checked_sub(plies_back + 1).and_then(|i| self.states[i].last_move)
     }
 
     /// The last move played, if the history has one.
@@ -385,13 +387,12 @@ impl Position {
         }
     }
 
-    /// Forgets the history: the current position becomes the root (for long self-play games whose
-    /// repetition window is handled elsewhere, or to bound memory).
-    pub fn clear_history(&mut self) {
-        let last = *self.state();
-        self.states.clear();
-        self.states.push(StateInfo { last_move: None, captured: None, ..last });
-        self.root_move_number = self.move_number;
+    /// A copy of the current position without its history: cheap to make, for handing leaf
+    /// positions to an evaluator. Repetition can't be judged on the copy.
+    pub fn without_history(&self) -> Position {
+        let mut states = Vec::with_capacity(8);
+        states.push(StateInfo { last_move: None, captured: None, ..*self.state() });
+        Position { states, ..*self }
     }
 
     // ---- legality of single moves -------------------------------------------------------

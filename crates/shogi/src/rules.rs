@@ -258,26 +258,25 @@ impl Position {
         if plies >= rules.max_plies && !(rules.max_moves_rule == MaxMovesRule::DrawAfterChecks && self.in_check()) {
             return Status::MaxMovesDraw;
         }
-        match rules.impasse {
-            ImpasseRule::None => {}
+        self.declaration(rules.impasse).unwrap_or(Status::Ongoing)
+    }
+
+    /// `DeclarationWin` or `DeclarationDraw` if the side to move may declare now under `impasse`
+    /// (for the Try rule: has a legal king move to its Try square).
+    pub fn declaration(&self, impasse: ImpasseRule) -> Option<Status> {
+        match impasse {
+            ImpasseRule::None => None,
             ImpasseRule::Csa27 => {
-                let needed = if us == Color::Black { 28 } else { 27 };
-                if self.declaration_points().is_some_and(|p| p >= needed) {
-                    return Status::DeclarationWin;
-                }
+                let needed = if self.side_to_move() == Color::Black { 28 } else { 27 };
+                self.declaration_points().filter(|&p| p >= needed).map(|_| Status::DeclarationWin)
             }
             ImpasseRule::Jsa24 => match self.declaration_points() {
-                Some(p) if p >= 31 => return Status::DeclarationWin,
-                Some(p) if p >= 24 => return Status::DeclarationDraw,
-                _ => {}
+                Some(p) if p >= 31 => Some(Status::DeclarationWin),
+                Some(p) if p >= 24 => Some(Status::DeclarationDraw),
+                _ => None,
             },
-            ImpasseRule::Try => {
-                if self.try_move().is_some() {
-                    return Status::DeclarationWin;
-                }
-            }
+            ImpasseRule::Try => self.try_move().map(|_| Status::DeclarationWin),
         }
-        Status::Ongoing
     }
 }
 

@@ -1,0 +1,21 @@
+//! koma-mcts: Monte Carlo tree search for shogi over any [`Evaluator`].
+//!
+//! PUCT with AlphaZero's growing exploration constant, first-play urgency reduction, Dirichlet root
+//! noise, virtual loss for batched leaves, an optional Gumbel AlphaZero root, a bounded evaluation
+//! cache, tree reuse between moves, terminal values from the rules and mate-in-one at expansion.
+//! The crate never depends on a network library: evaluators live elsewhere.
+
+mod cache;
+mod config;
+mod evaluator;
+mod gumbel;
+mod rng;
+mod search;
+mod tree;
+
+pub use cache::EvalCache;
+pub use config::{RootSelection, SearchConfig};
+pub use evaluator::{Evaluation, Evaluator, UniformEvaluator};
+pub use rng::Rng;
+pub use search::{LeafId, RootChild, Search, Selection};
+pub use tree::{EDGE_BYTES, NODE_BYTES};
