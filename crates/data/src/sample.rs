@@ -1,0 +1,101 @@
+//! One training sample and one finished game's worth of samples.
+
+use koma_shogi::{Color, EndReason, GameResult, Move};
+
+use crate::packed::PackedPosition;
+
+/// Sample flags (bit set).
+pub mod flags {
+    /// The move got a full search: use it for training (playout cap randomization).
+    pub const FULL_SEARCH: u8 = 1;
+    /// The game was played with resignation disabled (to measure false resignations).
+    pub const NO_RESIGN: u8 = 2;
+}
+
+/// A training sample: a position, what search thought of it, and how the game ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sample {
+    pub position: PackedPosition,
+    /// The move played from this position (`None` for a final position).
+    pub played: Option<Move>,
+    /// The search policy target over legal moves: (move, weight), weights summing to 1.
+    pub policy: Vec<(Move, f32)>,
+    /// Win/draw/loss probabilities from the search's root, for the side to move.
+    pub root_wdl: [f32; 3],
+    /// Game result for the side to move: 1 win, 0 draw, −1 loss.
+    pub result: i8,
+    /// Plies played before this position.
+    pub ply: u16,
+    pub flags: u8,
+}
+
+/// A finished game: its start, result and samples (in game order).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GameSamples {
+    /// SFEN of the start position.
+    pub start_sfen: String,
+    pub result: GameResult,
+    /// Plies played.
+    pub length: u16,
+    /// The model that played it (checkpoint name), empty if none.
+    pub model: String,
+    pub samples: Vec<Sample>,
+}
+
+/// Stable one-byte codes for how a game ended, as stored in shards.
+pub fn end_reason_code(reason: EndReason) -> u8 {
+    match reason {
+        EndReason::Checkmate => 0,
+        EndReason::Resignation => 1,
+        EndReason::Repetition => 2,
+        EndReason::PerpetualCheck => 3,
+        EndReason::Declaration => 4,
+        EndReason::Try => 5,
+        EndReason::MaxMoves => 6,
+        EndReason::TimeLoss => 7,
+        EndReason::IllegalMove => 8,
+        EndReason::Abort => 9,
+    }
+}
+
+pub fn end_reason_from_code(code: u8) -> Option<EndReason> {
+    Some(match code {
+        0 => EndReason::Checkmate,
+        1 => EndReason::Resignation,
+        2 => EndReason::Repetition,
+        3 => EndReason::PerpetualCheck,
+        4 => EndReason::Declaration,
+        5 => EndReason::Try,
+        6 => EndReason::MaxMoves,
+        7 => EndReason::TimeLoss,
+        8 => EndReason::IllegalMove,
+        9 => EndReason::Abort,
+        _ => return None,
+    })
+}
+
+/// Winner code: 1 Black, −1 White, 0 none.
+pub fn winner_code(winner: Option<Color>) -> i8 {
+    match winner {
+        Some(Color::Black) => 1,
+        Some(Color::White) => -1,
+        None => 0,
+    }
+}
+
+pub fn winner_from_code(code: i8) -> Option<Color> {
+    match code {
+        1 => Some(Color::Black),
+        -1 => Some(Color::White),
+        _ => None,
+    }
+}
+
+/// The result for the side to move, from the game's winner.
+pub fn result_for(side_to_move: Color, winner: Option<Color>) -> i8 {
+    match winner {
+        None => 0,
+        Some(w) if w == side_to_move => 1,
+        Some(_) => -1,
+    }
+}

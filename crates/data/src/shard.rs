@@ -1,0 +1,296 @@
+//! HDF5 replay shards: one file per batch of finished games, struct-of-arrays with samples on
+//! axis 0, sparse policies CSR-style, chunked with shuffle + gzip. The schema is documented in
+//! docs/data-format.md. Files are written under a temporary name and renamed when complete, so a
+//! reader never sees half a shard.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use hdf5::types::VarLenUnicode;
+use koma_shogi::{GameResult, Move};
+use ndarray::Array1;
+
+use crate::error::{h5, DataError, Result};
+use crate::packed::{PackedPosition, PACKED_BYTES, PACKED_ENCODING};
+use crate::sample::{end_reason_code, end_reason_from_code, winner_code, winner_from_code, GameSamples, Sample};
+
+pub const FORMAT: &str = "koma-replay";
+pub const FORMAT_VERSION: u32 = 1;
+pub const MOVE_ENCODING: &str = "koma-move16-v1";
+/// Rows per chunk of the per-sample datasets: small chunks keep random access cheap.
+const SAMPLE_CHUNK: usize = 128;
+const POLICY_CHUNK: usize = 4096;
+const DEFLATE_LEVEL: u8 = 4;
+
+/// Per-sample datasets, all of length N.
+const SAMPLE_DATASETS: [&str; 8] = ["position", "move", "root_wdl", "result", "ply", "flags", "game", "policy_offsets"];
+
+fn write_array<T: hdf5::H5Type + Clone>(file: &hdf5::File, name: &str, data: &[T], chunk: usize) -> hdf5::Result<()> {
+    let mut builder = file.new_dataset_builder();
+    if !data.is_empty() {
+        builder = builder.chunk(chunk.min(data.len())).shuffle().deflate(DEFLATE_LEVEL);
+    }
+    builder.with_data(&Array1::from_iter(data.iter().cloned())).create(name)?;
+    Ok(())
+}
+
+fn write_strings(file: &hdf5::File, name: &str, data: &[String]) -> hdf5::Result<()> {
+    let values: Vec<VarLenUnicode> = data
+        .iter()
+        .map(|s| VarLenUnicode::from_str(s).unwrap_or_else(|_| VarLenUnicode::from_str("").expect("empty string")))
+        .collect();
+    file.new_dataset_builder().with_data(&Array1::from(values)).create(name)?;
+    Ok(())
+}
+
+fn write_attr_str(file: &hdf5::File, name: &str, value: &str) -> hdf5::Result<()> {
+    let v = VarLenUnicode::from_str(value).map_err(|e| hdf5::Error::from(e.to_string()))?;
+    file.new_attr::<VarLenUnicode>().shape(()).create(name)?.as_writer().write_scalar(&v)
+}
+
+/// Quantizes a policy's weights to u16 (they are renormalised when read).
+fn quantize(weight: f32) -> u16 {
+    (weight.clamp(0.0, 1.0) * 65535.0).round() as u16
+}
+
+/// Writes `games` to `path` atomically (temporary file, then rename). Returns the sample count.
+pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
+    let tmp = path.with_extension("h5.tmp");
+    let n: usize = games.iter().map(|g| g.samples.len()).sum();
+    let mut position = Vec::with_capacity(n);
+    let mut moves = Vec::with_capacity(n);
+    let mut root_wdl = Vec::with_capacity(n);
+    let mut result = Vec::with_capacity(n);
+    let mut ply = Vec::with_capacity(n);
+    let mut flags = Vec::with_capacity(n);
+    let mut game = Vec::with_capacity(n);
+    let mut offsets = Vec::with_capacity(n + 1);
+    let mut policy_move = Vec::new();
+    let mut policy_weight = Vec::new();
+    let mut first_sample = Vec::with_capacity(games.len() + 1);
+    offsets.push(0u32);
+    for (g, record) in games.iter().enumerate() {
+        first_sample.push(position.len() as u32);
+        for s in &record.samples {
+            position.push(s.position.0);
+            moves.push(s.played.map_or(0, Move::to_u16));
+            root_wdl.push(s.root_wdl);
+            result.push(s.result);
+            ply.push(s.ply);
+            flags.push(s.flags);
+            game.push(g as u32);
+            for &(m, w) in &s.policy {
+                policy_move.push(m.to_u16());
+                policy_weight.push(quantize(w));
+            }
+            offsets.push(policy_move.len() as u32);
+        }
+    }
+    first_sample.push(position.len() as u32);
+    let starts: Vec<String> = games.iter().map(|g| g.start_sfen.clone()).collect();
+    let models: Vec<String> = games.iter().map(|g| g.model.clone()).collect();
+    let winners: Vec<i8> = games.iter().map(|g| winner_code(g.result.winner)).collect();
+    let ends: Vec<u8> = games.iter().map(|g| end_reason_code(g.result.reason)).collect();
+    let lengths: Vec<u16> = games.iter().map(|g| g.length).collect();
+
+    let write = || -> hdf5::Result<()> {
+        let file = hdf5::File::create(&tmp)?;
+        write_attr_str(&file, "format", FORMAT)?;
+        file.new_attr::<u32>().shape(()).create("format_version")?.as_writer().write_scalar(&FORMAT_VERSION)?;
+        write_attr_str(&file, "position_encoding", PACKED_ENCODING)?;
+        write_attr_str(&file, "move_encoding", MOVE_ENCODING)?;
+        write_array(&file, "position", &position, SAMPLE_CHUNK)?;
+        write_array(&file, "move", &moves, SAMPLE_CHUNK)?;
+        write_array(&file, "root_wdl", &root_wdl, SAMPLE_CHUNK)?;
+        write_array(&file, "result", &result, SAMPLE_CHUNK)?;
+        write_array(&file, "ply", &ply, SAMPLE_CHUNK)?;
+        write_array(&file, "flags", &flags, SAMPLE_CHUNK)?;
+        write_array(&file, "game", &game, SAMPLE_CHUNK)?;
+        write_array(&file, "policy_offsets", &offsets, SAMPLE_CHUNK)?;
+        write_array(&file, "policy_move", &policy_move, POLICY_CHUNK)?;
+        write_array(&file, "policy_weight", &policy_weight, POLICY_CHUNK)?;
+        write_strings(&file, "game_start", &starts)?;
+        write_strings(&file, "game_model", &models)?;
+        write_array(&file, "game_winner", &winners, SAMPLE_CHUNK)?;
+        write_array(&file, "game_end", &ends, SAMPLE_CHUNK)?;
+        write_array(&file, "game_length", &lengths, SAMPLE_CHUNK)?;
+        write_array(&file, "game_first_sample", &first_sample, SAMPLE_CHUNK)?;
+        file.flush()?;
+        Ok(())
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(h5(path)(e));
+    }
+    std::fs::rename(&tmp, path).map_err(|source| DataError::Io { path: path.to_path_buf(), source })?;
+    Ok(n)
+}
+
+/// Game-level metadata of one game in a shard.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GameInfo {
+    pub start_sfen: String,
+    pub result: GameResult,
+    pub length: u16,
+    pub model: String,
+    /// Index of the game's first sample and one past its last.
+    pub samples: std::ops::Range<usize>,
+}
+
+/// An open, validated shard. Only the policy offsets are held in memory; samples are read on
+/// demand.
+pub struct ShardReader {
+    path: PathBuf,
+    file: hdf5::File,
+    offsets: Vec<u32>,
+}
+
+impl ShardReader {
+    pub fn open(path: &Path) -> Result<ShardReader> {
+        let err = h5(path);
+        let file = hdf5::File::open(path).map_err(&err)?;
+        let format = file
+            .attr("format")
+            .and_then(|a| a.read_scalar::<VarLenUnicode>())
+            .map(|s| s.as_str().to_string())
+            .unwrap_or_default();
+        if format != FORMAT {
+            return Err(DataError::NotAShard { path: path.to_path_buf(), found: format });
+        }
+        let version = file.attr("format_version").and_then(|a| a.read_scalar::<u32>()).map_err(&err)?;
+        if version != FORMAT_VERSION {
+            return Err(DataError::FormatVersion { path: path.to_path_buf(), found: version, expected: FORMAT_VERSION });
+        }
+        let dataset = |name: &str| {
+            file.dataset(name).map_err(|_| DataError::MissingDataset { path: path.to_path_buf(), name: name.to_string() })
+        };
+        let offsets: Vec<u32> = dataset("policy_offsets")?.read_raw().map_err(&err)?;
+        let n = offsets.len().checked_sub(1).ok_or_else(|| DataError::Inconsistent {
+            path: path.to_path_buf(),
+            what: "policy_offsets is empty".into(),
+        })?;
+        for name in SAMPLE_DATASETS {
+            let len = dataset(name)?.shape().first().copied().unwrap_or(0);
+            let expected = if name == "policy_offsets" { n + 1 } else { n };
+            if len != expected {
+                return Err(DataError::Inconsistent { path: path.to_path_buf(), what: format!("{name} has {len} rows, expected {expected}") });
+            }
+        }
+        let entries = offsets[n] as usize;
+        for name in ["policy_move", "policy_weight"] {
+            let len = dataset(name)?.shape().first().copied().unwrap_or(0);
+            if len != entries {
+                return Err(DataError::Inconsistent { path: path.to_path_buf(), what: format!("{name} has {len} entries, policy_offsets says {entries}") });
+            }
+        }
+        if offsets.windows(2).any(|w| w[0] > w[1]) {
+            return Err(DataError::Inconsistent { path: path.to_path_buf(), what: "policy_offsets decrease".into() });
+        }
+        for name in ["game_start", "game_model", "game_winner", "game_end", "game_length", "game_first_sample"] {
+            dataset(name)?;
+        }
+        Ok(ShardReader { path: path.to_path_buf(), file, offsets })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn points<T: hdf5::H5Type + Clone>(&self, name: &str, indices: &[usize]) -> Result<Vec<T>> {
+        if indices.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ds = self.file.dataset(name).map_err(h5(&self.path))?;
+        let selection = Array1::from(indices.to_vec());
+        Ok(ds.read_slice_1d::<T, _>(selection).map_err(h5(&self.path))?.to_vec())
+    }
+
+    /// Reads the samples at `indices` (any order, repeats allowed), in that order.
+    pub fn read(&self, indices: &[usize]) -> Result<Vec<Sample>> {
+        let n = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(DataError::BadSample { path: self.path.clone(), index: bad, message: format!("out of range (shard has {n} samples)") });
+        }
+        let position: Vec<[u8; PACKED_BYTES]> = self.points("position", indices)?;
+        let moves: Vec<u16> = self.points("move", indices)?;
+        let root_wdl: Vec<[f32; 3]> = self.points("root_wdl", indices)?;
+        let result: Vec<i8> = self.points("result", indices)?;
+        let ply: Vec<u16> = self.points("ply", indices)?;
+        let flags: Vec<u8> = self.points("flags", indices)?;
+        let entries: Vec<usize> = indices.iter().flat_map(|&i| self.offsets[i] as usize..self.offsets[i + 1] as usize).collect();
+        let policy_move: Vec<u16> = self.points("policy_move", &entries)?;
+        let policy_weight: Vec<u16> = self.points("policy_weight", &entries)?;
+        let mut cursor = 0;
+        let mut out = Vec::with_capacity(indices.len());
+        for (k, &i) in indices.iter().enumerate() {
+            let len = (self.offsets[i + 1] - self.offsets[i]) as usize;
+            let bad = |message: String| DataError::BadSample { path: self.path.clone(), index: i, message };
+            let total: f32 = policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
+            let mut policy = Vec::with_capacity(len);
+            for j in cursor..cursor + len {
+                let m = Move::from_u16(policy_move[j]).ok_or_else(|| bad(format!("policy move code {}", policy_move[j])))?;
+                policy.push((m, if total > 0.0 { policy_weight[j] as f32 / total } else { 0.0 }));
+            }
+            cursor += len;
+            let played = match moves[k] {
+                0 => None,
+                code => Some(Move::from_u16(code).ok_or_else(|| bad(format!("move code {code}")))?),
+            };
+            out.push(Sample {
+                position: PackedPosition(position[k]),
+                played,
+                policy,
+                root_wdl: root_wdl[k],
+                result: result[k],
+                ply: ply[k],
+                flags: flags[k],
+            });
+        }
+        Ok(out)
+    }
+
+    /// All samples, in order.
+    pub fn read_all(&self) -> Result<Vec<Sample>> {
+        self.read(&(0..self.len()).collect::<Vec<_>>())
+    }
+
+    /// Game-level metadata.
+    pub fn games(&self) -> Result<Vec<GameInfo>> {
+        let err = h5(&self.path);
+        let read = |name: &str| self.file.dataset(name).map_err(&err);
+        let starts: Vec<VarLenUnicode> = read("game_start")?.read_raw().map_err(&err)?;
+        let models: Vec<VarLenUnicode> = read("game_model")?.read_raw().map_err(&err)?;
+        let winners: Vec<i8> = read("game_winner")?.read_raw().map_err(&err)?;
+        let ends: Vec<u8> = read("game_end")?.read_raw().map_err(&err)?;
+        let lengths: Vec<u16> = read("game_length")?.read_raw().map_err(&err)?;
+        let first: Vec<u32> = read("game_first_sample")?.read_raw().map_err(&err)?;
+        let g = starts.len();
+        if [models.len(), winners.len(), ends.len(), lengths.len()].iter().any(|&l| l != g) || first.len() != g + 1 {
+            return Err(DataError::Inconsistent { path: self.path.clone(), what: "game datasets differ in length".into() });
+        }
+        (0..g)
+            .map(|i| {
+                let reason = end_reason_from_code(ends[i]).ok_or_else(|| DataError::Inconsistent {
+                    path: self.path.clone(),
+                    what: format!("game {i}: end reason code {}", ends[i]),
+                })?;
+                Ok(GameInfo {
+                    start_sfen: starts[i].as_str().to_string(),
+                    result: GameResult { winner: winner_from_code(winners[i]), reason },
+                    length: lengths[i],
+                    model: models[i].as_str().to_string(),
+                    samples: first[i] as usize..first[i + 1] as usize,
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,181 @@
+//! The replay window: the newest samples across the shards of a directory, sampled uniformly
+//! without loading whole shards. It notices new shards on [`ReplayWindow::refresh`] and skips a
+//! corrupt one with a warning.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use crate::error::{DataError, Result};
+use crate::sample::Sample;
+use crate::shard::ShardReader;
+
+/// How many of the samples produced so far the window holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WindowSize {
+    /// KataGo's growing window: c · (1 + β·((N/c)^α − 1)/α) once N > c, all N before.
+    pub c: f64,
+    pub alpha: f64,
+    pub beta: f64,
+    /// Upper bound on the window.
+    pub max: usize,
+}
+
+impl WindowSize {
+    /// A fixed window of the newest `n` samples.
+    pub fn fixed(n: usize) -> WindowSize {
+        WindowSize { c: n as f64, alpha: 1.0, beta: 0.0, max: n }
+    }
+
+    pub fn of(&self, total: usize) -> usize {
+        let n = total as f64;
+        let size = if n <= self.c { n } else { self.c * (1.0 + self.beta * ((n / self.c).powf(self.alpha) - 1.0) / self.alpha) };
+        (size as usize).min(self.max).min(total)
+    }
+}
+
+/// Optional down-weighting of samples (accepted with the given probability).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SampleWeights {
+    /// Samples with a ply below this are accepted with `early_probability`.
+    pub early_plies: u16,
+    pub early_probability: f64,
+}
+
+impl Default for SampleWeights {
+    fn default() -> SampleWeights {
+        SampleWeights { early_plies: 0, early_probability: 1.0 }
+    }
+}
+
+struct Shard {
+    reader: ShardReader,
+    /// Global index of the shard's first sample.
+    start: usize,
+}
+
+pub struct ReplayWindow {
+    dir: PathBuf,
+    size: WindowSize,
+    weights: SampleWeights,
+    shards: Vec<Shard>,
+    known: HashSet<PathBuf>,
+    total: usize,
+}
+
+impl ReplayWindow {
+    pub fn open(dir: &Path, size: WindowSize, weights: SampleWeights) -> Result<ReplayWindow> {
+        let mut window = ReplayWindow { dir: dir.to_path_buf(), size, weights, shards: Vec::new(), known: HashSet::new(), total: 0 };
+        window.refresh()?;
+        Ok(window)
+    }
+
+    /// Picks up shards that appeared since the last call (oldest first, by modification time
+    /// then name). Returns how many were added.
+    pub fn refresh(&mut self) -> Result<usize> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|source| DataError::Io { path: self.dir.clone(), source })?;
+        let mut new: Vec<(std::time::SystemTime, PathBuf)> = entries
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "h5") && !self.known.contains(p))
+            .map(|p| (std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), p))
+            .collect();
+        new.sort();
+        let mut added = 0;
+        for (_, path) in new {
+            self.known.insert(path.clone());
+            match ShardReader::open(&path) {
+                Ok(reader) if reader.is_empty() => {}
+                Ok(reader) => {
+                    let len = reader.len();
+                    self.shards.push(Shard { reader, start: self.total });
+                    self.total += len;
+                    added += 1;
+                }
+                Err(e) => tracing::warn!("replay window: skipping {}: {e}", path.display()),
+            }
+        }
+        Ok(added)
+    }
+
+    /// Samples produced so far (all shards).
+    pub fn total_samples(&self) -> usize {
+        self.total
+    }
+
+    /// Samples currently in the window.
+    pub fn len(&self) -> usize {
+        self.size.of(self.total)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn shard_count(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Draws `count` samples uniformly (with replacement) from the window. `below(n)` must return
+    /// a uniform integer in [0, n). A shard that fails to read is dropped with a warning.
+    pub fn sample(&mut self, count: usize, below: &mut dyn FnMut(usize) -> usize) -> Result<Vec<Sample>> {
+        let mut out = Vec::with_capacity(count);
+        let mut attempts = 0;
+        while out.len() < count && !self.is_empty() {
+            attempts += 1;
+            if attempts > 64 {
+                break;
+            }
+            let first = self.total - self.len();
+            let wanted = count - out.len();
+            // Global indices, grouped per shard (the newest shards hold the window).
+            let mut picks: Vec<usize> = (0..wanted).map(|_| first + below(self.len())).collect();
+            picks.sort_unstable();
+            let mut failed = None;
+            let mut k = 0;
+            for (s, shard) in self.shards.iter().enumerate() {
+                let end = shard.start + shard.reader.len();
+                let begin = k;
+                while k < picks.len() && picks[k] < end {
+                    k += 1;
+                }
+                if begin == k {
+                    continue;
+                }
+                let local: Vec<usize> = picks[begin..k].iter().map(|g| g - shard.start).collect();
+                match shard.reader.read(&local) {
+                    Ok(samples) => out.extend(samples.into_iter().filter(|s| self.accept(s, below))),
+                    Err(e) => {
+                        failed = Some((s, e));
+                        break;
+                    }
+                }
+            }
+            if let Some((s, e)) = failed {
+                tracing::warn!("replay window: dropping {}: {e}", self.shards[s].reader.path().display());
+                self.drop_shard(s);
+            }
+        }
+        // Shuffle so samples of one shard are not adjacent in the batch.
+        for i in (1..out.len()).rev() {
+            out.swap(i, below(i + 1));
+        }
+        out.truncate(count);
+        Ok(out)
+    }
+
+    fn accept(&self, sample: &Sample, below: &mut dyn FnMut(usize) -> usize) -> bool {
+        if sample.ply < self.weights.early_plies {
+            (below(1 << 20) as f64) < self.weights.early_probability * (1 << 20) as f64
+        } else {
+            true
+        }
+    }
+
+    fn drop_shard(&mut self, index: usize) {
+        let removed = self.shards.remove(index).reader.len();
+        for shard in &mut self.shards[index..] {
+            shard.start -= removed;
+        }
+        self.total -= removed;
+    }
+}

@@ -1,0 +1,212 @@
+//! Shards and the replay window on samples from real random games: round trips, atomic writes,
+//! clear errors for broken files, and window sampling.
+
+use std::path::Path;
+
+use koma_data::{
+    flags, result_for, write_shard, DataError, GameSamples, PackedPosition, ReplayWindow, Sample, SampleWeights, ShardReader,
+    ShardWriter, WindowSize,
+};
+use koma_shogi::{EndReason, GameResult, Handicap, Move, Position};
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// A random game from a random start with made-up search targets.
+fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
+    let start = Handicap::ALL[index % Handicap::ALL.len()];
+    let mut pos = start.position();
+    let mut samples = Vec::new();
+    let plies = 20 + rng.below(80);
+    for ply in 0..plies {
+        let moves = pos.legal_moves();
+        if moves.is_empty() {
+            break;
+        }
+        let chosen = moves[rng.below(moves.len())];
+        let k = 1 + rng.below(moves.len().min(12));
+        let raw: Vec<f32> = (0..k).map(|_| 1.0 + rng.below(100) as f32).collect();
+        let sum: f32 = raw.iter().sum();
+        let policy: Vec<(Move, f32)> = (0..k).map(|i| (moves[(i * 7) % moves.len()], raw[i] / sum)).collect();
+        samples.push(Sample {
+            position: PackedPosition::pack(&pos).unwrap(),
+            played: Some(chosen),
+            policy,
+            root_wdl: [0.5, 0.2, 0.3],
+            result: 0,
+            ply: ply as u16,
+            flags: if rng.below(4) == 0 { flags::FULL_SEARCH } else { 0 },
+        });
+        pos.do_move(chosen);
+    }
+    let winner = if rng.below(2) == 0 { Some(pos.side_to_move()) } else { None };
+    let start_pos = start.position();
+    let mut side = start_pos.side_to_move();
+    for s in &mut samples {
+        s.result = result_for(side, winner);
+        side = !side;
+    }
+    GameSamples {
+        start_sfen: start_pos.to_sfen(),
+        result: GameResult { winner, reason: if winner.is_some() { EndReason::Resignation } else { EndReason::MaxMoves } },
+        length: samples.len() as u16,
+        model: format!("model-{index}"),
+        samples,
+    }
+}
+
+fn assert_same(a: &Sample, b: &Sample) {
+    assert_eq!(a.position, b.position);
+    assert_eq!(a.played, b.played);
+    assert_eq!((a.result, a.ply, a.flags, a.root_wdl), (b.result, b.ply, b.flags, b.root_wdl));
+    assert_eq!(a.policy.len(), b.policy.len());
+    for ((ma, wa), (mb, wb)) in a.policy.iter().zip(&b.policy) {
+        assert_eq!(ma, mb);
+        assert!((wa - wb).abs() < 1e-4, "weight {wa} vs {wb}");
+    }
+}
+
+#[test]
+fn packed_positions_round_trip() {
+    let mut rng = Rng(99);
+    for i in 0..300 {
+        let game = random_game(&mut rng, i);
+        for s in &game.samples {
+            let pos = s.position.unpack().unwrap();
+            assert_eq!(PackedPosition::pack(&pos).unwrap(), s.position);
+        }
+    }
+    for h in Handicap::ALL {
+        let pos = h.position();
+        let back = PackedPosition::pack(&pos).unwrap().unpack().unwrap();
+        assert_eq!(back.to_sfen(), Position::from_sfen(&pos.to_sfen()).unwrap().to_sfen());
+    }
+    // A position whose every piece is in hand, and garbage bytes that must not panic.
+    let hands = Position::from_sfen("4k4/9/9/9/9/9/9/9/4K4 b RB2G2S2N2L9Prb2g2s2n2l9p 1").unwrap();
+    assert_eq!(PackedPosition::pack(&hands).unwrap().unpack().unwrap().to_sfen(), hands.to_sfen());
+    for seed in 1..2000u64 {
+        let mut r = Rng(seed);
+        let bytes: [u8; 40] = std::array::from_fn(|_| r.below(256) as u8);
+        let _ = PackedPosition(bytes).unpack();
+    }
+}
+
+#[test]
+fn shard_round_trip_and_game_metadata() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.h5");
+    let mut rng = Rng(5);
+    let games: Vec<GameSamples> = (0..12).map(|i| random_game(&mut rng, i)).collect();
+    let n = write_shard(&path, &games).unwrap();
+    assert!(!dir.path().join("a.h5.tmp").exists());
+    let reader = ShardReader::open(&path).unwrap();
+    assert_eq!(reader.len(), n);
+    let all: Vec<&Sample> = games.iter().flat_map(|g| &g.samples).collect();
+    for (a, b) in all.iter().zip(reader.read_all().unwrap()) {
+        assert_same(a, &b);
+    }
+    let picks = [n - 1, 0, 3, 3];
+    for (i, s) in picks.iter().zip(reader.read(&picks).unwrap()) {
+        assert_same(all[*i], &s);
+    }
+    let infos = reader.games().unwrap();
+    assert_eq!(infos.len(), games.len());
+    for (info, game) in infos.iter().zip(&games) {
+        assert_eq!((&info.start_sfen, info.result, info.length, &info.model), (&game.start_sfen, game.result, game.length, &game.model));
+        assert_eq!(info.samples.len(), game.samples.len());
+    }
+    assert!(matches!(reader.read(&[n]), Err(DataError::BadSample { .. })));
+}
+
+fn expect_error(path: &Path, what: &str) -> String {
+    match ShardReader::open(path) {
+        Ok(_) => panic!("{what}: opened without error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn broken_shards_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(8);
+    let games: Vec<GameSamples> = (0..4).map(|i| random_game(&mut rng, i)).collect();
+    let good = dir.path().join("good.h5");
+    write_shard(&good, &games).unwrap();
+
+    let truncated = dir.path().join("truncated.h5");
+    let bytes = std::fs::read(&good).unwrap();
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let msg = expect_error(&truncated, "truncated");
+    assert!(msg.contains("truncated.h5"), "{msg}");
+
+    let version = dir.path().join("version.h5");
+    std::fs::copy(&good, &version).unwrap();
+    {
+        let file = hdf5::File::open_rw(&version).unwrap();
+        file.delete_attr("format_version").unwrap();
+        file.new_attr::<u32>().shape(()).create("format_version").unwrap().as_writer().write_scalar(&99u32).unwrap();
+    }
+    let msg = expect_error(&version, "version");
+    assert!(msg.contains("version 99"), "{msg}");
+
+    let missing = dir.path().join("missing.h5");
+    std::fs::copy(&good, &missing).unwrap();
+    hdf5::File::open_rw(&missing).unwrap().unlink("policy_weight").unwrap();
+    let msg = expect_error(&missing, "missing");
+    assert!(msg.contains("\"policy_weight\" is missing"), "{msg}");
+
+    let text = dir.path().join("text.h5");
+    std::fs::write(&text, "not hdf5").unwrap();
+    expect_error(&text, "text");
+}
+
+#[test]
+fn writer_thread_and_replay_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(77);
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 5).unwrap();
+    let sender = writer.sender();
+    let games: Vec<GameSamples> = (0..12).map(|i| random_game(&mut rng, i)).collect();
+    for g in &games {
+        sender.send(g.clone()).unwrap();
+    }
+    drop(sender);
+    let summary = writer.finish().unwrap();
+    assert_eq!(summary.shards.len(), 3);
+    assert_eq!(summary.games, 12);
+    let total: usize = games.iter().map(|g| g.samples.len()).sum();
+    assert_eq!(summary.samples, total);
+
+    // A corrupt shard in the directory is skipped with a warning.
+    std::fs::write(dir.path().join("zz-corrupt.h5"), "garbage").unwrap();
+    let newest: usize = games[10..].iter().map(|g| g.samples.len()).sum();
+    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(newest), SampleWeights::default()).unwrap();
+    assert_eq!(window.total_samples(), total);
+    assert_eq!(window.len(), newest);
+    let allowed: Vec<PackedPosition> = games[10..].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
+    let mut below = |n: usize| rng.below(n);
+    let batch = window.sample(500, &mut below).unwrap();
+    assert_eq!(batch.len(), 500);
+    assert!(batch.iter().all(|s| allowed.contains(&s.position)), "sampled outside the window");
+
+    // A new shard appears: the window notices it and moves on.
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 5).unwrap();
+    let extra = random_game(&mut Rng(3), 99);
+    writer.sender().send(extra.clone()).unwrap();
+    let summary = writer.finish().unwrap();
+    assert!(summary.shards[0].ends_with("selfplay-000003.h5"), "resumed numbering: {:?}", summary.shards);
+    assert_eq!(window.refresh().unwrap(), 1);
+    assert_eq!(window.total_samples(), total + extra.samples.len());
+
+    // Growing window (KataGo style) never exceeds the samples produced.
+    let grow = WindowSize { c: 100.0, alpha: 0.75, beta: 0.4, max: 1_000_000 };
+    assert_eq!(grow.of(50), 50);
+    assert!(grow.of(10_000) > 100 && grow.of(10_000) < 10_000);
+}
