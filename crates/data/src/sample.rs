@@ -39,6 +39,8 @@ pub struct GameSamples {
     pub length: u16,
     /// The model that played it (checkpoint name), empty if none.
     pub model: String,
+    /// Every move of the game, recorded or not (cheap-search moves make no sample).
+    pub moves: Vec<Move>,
     pub samples: Vec<Sample>,
 }
 

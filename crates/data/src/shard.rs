@@ -92,6 +92,12 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
     let winners: Vec<i8> = games.iter().map(|g| winner_code(g.result.winner)).collect();
     let ends: Vec<u8> = games.iter().map(|g| end_reason_code(g.result.reason)).collect();
     let lengths: Vec<u16> = games.iter().map(|g| g.length).collect();
+    let mut move_offsets = vec![0u32];
+    let mut game_moves = Vec::new();
+    for g in games {
+        game_moves.extend(g.moves.iter().map(|m| m.to_u16()));
+        move_offsets.push(game_moves.len() as u32);
+    }
 
     let write = || -> hdf5::Result<()> {
         let file = hdf5::File::create(&tmp)?;
@@ -115,6 +121,8 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
         write_array(&file, "game_end", &ends, SAMPLE_CHUNK)?;
         write_array(&file, "game_length", &lengths, SAMPLE_CHUNK)?;
         write_array(&file, "game_first_sample", &first_sample, SAMPLE_CHUNK)?;
+        write_array(&file, "game_move_offsets", &move_offsets, SAMPLE_CHUNK)?;
+        write_array(&file, "game_moves", &game_moves, POLICY_CHUNK)?;
         file.flush()?;
         Ok(())
     };
@@ -133,6 +141,7 @@ pub struct GameInfo {
     pub result: GameResult,
     pub length: u16,
     pub model: String,
+    pub moves: Vec<Move>,
     /// Index of the game's first sample and one past its last.
     pub samples: std::ops::Range<usize>,
 }
@@ -186,7 +195,7 @@ impl ShardReader {
         if offsets.windows(2).any(|w| w[0] > w[1]) {
             return Err(DataError::Inconsistent { path: path.to_path_buf(), what: "policy_offsets decrease".into() });
         }
-        for name in ["game_start", "game_model", "game_winner", "game_end", "game_length", "game_first_sample"] {
+        for name in ["game_start", "game_model", "game_winner", "game_end", "game_length", "game_first_sample", "game_move_offsets", "game_moves"] {
             dataset(name)?;
         }
         Ok(ShardReader { path: path.to_path_buf(), file, offsets })
@@ -273,8 +282,15 @@ impl ShardReader {
         let ends: Vec<u8> = read("game_end")?.read_raw().map_err(&err)?;
         let lengths: Vec<u16> = read("game_length")?.read_raw().map_err(&err)?;
         let first: Vec<u32> = read("game_first_sample")?.read_raw().map_err(&err)?;
+        let move_offsets: Vec<u32> = read("game_move_offsets")?.read_raw().map_err(&err)?;
+        let moves: Vec<u16> = read("game_moves")?.read_raw().map_err(&err)?;
         let g = starts.len();
-        if [models.len(), winners.len(), ends.len(), lengths.len()].iter().any(|&l| l != g) || first.len() != g + 1 {
+        if [models.len(), winners.len(), ends.len(), lengths.len()].iter().any(|&l| l != g)
+            || first.len() != g + 1
+            || move_offsets.len() != g + 1
+            || move_offsets.windows(2).any(|w| w[0] > w[1])
+            || move_offsets.last().is_some_and(|&end| end as usize != moves.len())
+        {
             return Err(DataError::Inconsistent { path: self.path.clone(), what: "game datasets differ in length".into() });
         }
         (0..g)
@@ -283,8 +299,14 @@ impl ShardReader {
                     path: self.path.clone(),
                     what: format!("game {i}: end reason code {}", ends[i]),
                 })?;
+                let game_moves = moves[move_offsets[i] as usize..move_offsets[i + 1] as usize]
+                    .iter()
+                    .map(|&code| Move::from_u16(code))
+                    .collect::<Option<Vec<Move>>>()
+                    .ok_or_else(|| DataError::Inconsistent { path: self.path.clone(), what: format!("game {i}: bad move code") })?;
                 Ok(GameInfo {
                     start_sfen: starts[i].as_str().to_string(),
+                    moves: game_moves,
                     result: GameResult { winner: winner_from_code(winners[i]), reason },
                     length: lengths[i],
                     model: models[i].as_str().to_string(),

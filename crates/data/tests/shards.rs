@@ -24,6 +24,7 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
     let start = Handicap::ALL[index % Handicap::ALL.len()];
     let mut pos = start.position();
     let mut samples = Vec::new();
+    let mut moves_played = Vec::new();
     let plies = 20 + rng.below(80);
     for ply in 0..plies {
         let moves = pos.legal_moves();
@@ -45,6 +46,7 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
             flags: if rng.below(4) == 0 { flags::FULL_SEARCH } else { 0 },
         });
         pos.do_move(chosen);
+        moves_played.push(chosen);
     }
     let winner = if rng.below(2) == 0 { Some(pos.side_to_move()) } else { None };
     let start_pos = start.position();
@@ -58,6 +60,7 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
         result: GameResult { winner, reason: if winner.is_some() { EndReason::Resignation } else { EndReason::MaxMoves } },
         length: samples.len() as u16,
         model: format!("model-{index}"),
+        moves: moves_played,
         samples,
     }
 }
@@ -121,6 +124,7 @@ fn shard_round_trip_and_game_metadata() {
     for (info, game) in infos.iter().zip(&games) {
         assert_eq!((&info.start_sfen, info.result, info.length, &info.model), (&game.start_sfen, game.result, game.length, &game.model));
         assert_eq!(info.samples.len(), game.samples.len());
+        assert_eq!(info.moves, game.moves);
     }
     assert!(matches!(reader.read(&[n]), Err(DataError::BadSample { .. })));
 }
