@@ -197,7 +197,7 @@ impl Search {
             match self.tree.nodes[node as usize].state {
                 NodeState::Terminal => {
                     let value = self.tree.nodes[node as usize].terminal_value as f32;
-                    self.backup(node, value);
+                    self.backup(node, value, if value == 0.0 { 1.0 } else { 0.0 });
                     break Selection::Resolved;
                 }
                 NodeState::Pending => {
@@ -227,13 +227,13 @@ impl Search {
                 let n = &mut self.tree.nodes[new as usize];
                 n.state = NodeState::Terminal;
                 n.terminal_value = value;
-                self.backup(new, value as f32);
+                self.backup(new, value as f32, if value == 0 { 1.0 } else { 0.0 });
                 break Selection::Resolved;
             }
             let hash = pos.hash();
             if let Some(e) = self.cache.as_mut().and_then(|c| c.get(hash)).cloned() {
                 self.expand(new, &e);
-                self.backup(new, e.value());
+                self.backup(new, e.value(), e.wdl[1]);
                 break Selection::Resolved;
             }
             on_leaf(pos);
@@ -259,7 +259,7 @@ impl Search {
             self.root_network_value = evaluation.value();
             self.prepare_root();
         }
-        self.backup(node, evaluation.value());
+        self.backup(node, evaluation.value(), evaluation.wdl[1]);
     }
 
     /// Runs `simulations` visits from `pos` with `evaluator`, batching up to `batch` leaves.
@@ -335,13 +335,14 @@ impl Search {
 
     /// Adds a visit with `value` (for the side to move at `node`) to `node` and each ancestor,
     /// releasing the walk's virtual visit on each.
-    fn backup(&mut self, node: u32, value: f32) {
+    fn backup(&mut self, node: u32, value: f32, draw: f32) {
         let mut v = -value;
         let mut n = node;
         while n != NONE {
             let entry = &mut self.tree.nodes[n as usize];
             entry.visits += 1;
             entry.value_sum += v;
+            entry.draw_sum += draw;
             entry.virtual_visits = entry.virtual_visits.saturating_sub(1);
             n = entry.parent;
             v = -v;
@@ -449,6 +450,26 @@ impl Search {
             Some(n) if n.visits > 0 => -n.value_sum / n.visits as f32,
             _ => 0.0,
         }
+    }
+
+    /// The root's win/draw/loss estimate for its side to move (mean over the search).
+    pub fn root_wdl(&self) -> [f32; 3] {
+        match self.tree.nodes.first() {
+            Some(n) if n.visits > 0 => {
+                let v = -n.value_sum / n.visits as f32;
+                let d = (n.draw_sum / n.visits as f32).clamp(0.0, 1.0);
+                let w = ((1.0 - d + v) / 2.0).clamp(0.0, 1.0);
+                let l = ((1.0 - d - v) / 2.0).clamp(0.0, 1.0);
+                [w, d, l]
+            }
+            _ => [0.0, 1.0, 0.0],
+        }
+    }
+
+    /// Turns root noise (Dirichlet, or Gumbel sampling) on or off for the next `start`; self-play
+    /// turns it off for cheap searches (playout cap randomization).
+    pub fn set_root_noise(&mut self, on: bool) {
+        self.config.root_noise = on;
     }
 
     /// The policy training target: visit shares for PUCT, the completed-Q policy for Gumbel.

@@ -1,6 +1,6 @@
 //! The search tree: nodes and edges in two flat arenas. A node exists only once its move has been
-//! visited; an edge is the move, its prior and the child node's index. A node is 24 bytes and an
-//! edge 12, so a tree of V visited nodes with branching B takes about 24·V + 12·B·V bytes.
+//! visited; an edge is the move, its prior and the child node's index. A node is 28 bytes and an
+//! edge 12, so a tree of V visited nodes with branching B takes about 28·V + 12·B·V bytes.
 //! Reusing a subtree copies it into fresh arenas, which frees everything else at once.
 
 use koma_shogi::Move;
@@ -24,6 +24,8 @@ pub(crate) struct Node {
     pub(crate) virtual_visits: u32,
     /// Sum of backed-up values from the point of view of the player who moved into this node.
     pub(crate) value_sum: f32,
+    /// Sum of backed-up draw probabilities (the same for both players).
+    pub(crate) draw_sum: f32,
     pub(crate) parent: u32,
     pub(crate) first_edge: u32,
     pub(crate) num_edges: u16,
@@ -70,6 +72,7 @@ impl Tree {
             visits: 0,
             virtual_visits: 0,
             value_sum: 0.0,
+            draw_sum: 0.0,
             parent,
             first_edge,
             num_edges: moves.len() as u16,

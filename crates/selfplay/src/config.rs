@@ -1,0 +1,75 @@
+//! Self-play settings; each has the default a small CPU run would use.
+
+use koma_mcts::SearchConfig;
+use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SelfPlayConfig {
+    /// Worker threads; each plays `games_per_worker` games at once.
+    pub workers: usize,
+    pub games_per_worker: usize,
+    /// Leaves one game may add to a batch per round (virtual loss keeps them distinct).
+    pub leaves_per_game: usize,
+    /// Largest batch the inference thread evaluates at once (it merges workers' requests).
+    pub max_batch: usize,
+    /// Simulations of a full search (the recorded moves).
+    pub simulations: u32,
+    /// Playout cap randomization (KataGo): the share of moves that get a full search and become
+    /// training samples; the others get `cheap_simulations`, no noise, and are not recorded.
+    pub full_search_fraction: f32,
+    pub cheap_simulations: u32,
+    /// Moves are drawn ∝ visits^(1/temperature) for the first `temperature_plies` plies, then the
+    /// most visited move is played.
+    pub temperature: f32,
+    pub temperature_plies: u32,
+    /// Resign when the root value (in [-1, 1]) stays below this for `resign_consecutive` moves.
+    pub resign_value: f32,
+    pub resign_consecutive: u32,
+    /// Share of games played without resignation, to measure false resignations.
+    pub no_resign_fraction: f32,
+    /// Share of games started from a handicap position, and from the opening suite.
+    pub handicap_fraction: f32,
+    pub openings_fraction: f32,
+    /// Game length limit in plies (a draw when reached).
+    pub max_plies: u32,
+    /// Impasse rule: csa27, jsa24, try or none.
+    pub impasse: String,
+    pub seed: u64,
+    pub search: SearchConfig,
+}
+
+impl Default for SelfPlayConfig {
+    fn default() -> SelfPlayConfig {
+        SelfPlayConfig {
+            workers: 1,
+            games_per_worker: 16,
+            leaves_per_game: 4,
+            max_batch: 128,
+            simulations: 64,
+            full_search_fraction: 0.25,
+            cheap_simulations: 16,
+            temperature: 1.0,
+            temperature_plies: 20,
+            resign_value: -0.95,
+            resign_consecutive: 3,
+            no_resign_fraction: 0.1,
+            handicap_fraction: 0.05,
+            openings_fraction: 0.0,
+            max_plies: 512,
+            impasse: "csa27".into(),
+            seed: 1,
+            search: SearchConfig::default(),
+        }
+    }
+}
+
+impl SelfPlayConfig {
+    /// The game rules these settings play under.
+    pub fn rules(&self) -> Result<GameRules, String> {
+        let impasse = ImpasseRule::from_name(&self.impasse)
+            .ok_or_else(|| format!("impasse = {:?}: expected csa27, jsa24, try or none", self.impasse))?;
+        Ok(GameRules { max_plies: self.max_plies, max_moves_rule: MaxMovesRule::Draw, impasse, repetitions: 4 })
+    }
+}

@@ -1,0 +1,180 @@
+//! One self-play game in progress: its position, its search tree, the samples recorded so far,
+//! and the resignation bookkeeping.
+
+use koma_data::{flags, result_for, GameSamples, PackedPosition, Sample};
+use koma_mcts::{Evaluation, LeafId, Rng, Search, Selection};
+use koma_shogi::rules::GameRules;
+use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
+
+use crate::config::SelfPlayConfig;
+
+pub(crate) struct Game {
+    pos: Position,
+    search: Search,
+    start_sfen: String,
+    moves: Vec<Move>,
+    samples: Vec<Sample>,
+    sample_sides: Vec<Color>,
+    /// Playing without resignation (to measure false resignations).
+    no_resign: bool,
+    low_value_streak: [u32; 2],
+    /// In a no-resign game: the first side that would have resigned.
+    would_have_resigned: Option<Color>,
+    /// This move's search: full (recorded) or cheap, target and progress.
+    full_search: bool,
+    target: u32,
+    done: u32,
+    pending: Vec<LeafId>,
+    stalled: bool,
+}
+
+/// A finished game with what the statistics need.
+pub(crate) struct Finished {
+    pub(crate) samples: GameSamples,
+    pub(crate) resigned: bool,
+    pub(crate) no_resign: bool,
+    /// A no-resign game whose would-be resigner did not lose.
+    pub(crate) false_resignation: bool,
+}
+
+impl Game {
+    pub(crate) fn new(pos: Position, config: &SelfPlayConfig, rules: GameRules, rng: &mut Rng) -> Game {
+        let search = Search::new(config.search.clone(), rules, rng.next_u64()).with_cache(4096);
+        let mut game = Game {
+            start_sfen: pos.to_sfen(),
+            pos,
+            search,
+            moves: Vec::new(),
+            samples: Vec::new(),
+            sample_sides: Vec::new(),
+            no_resign: rng.uniform() < config.no_resign_fraction as f64,
+            low_value_streak: [0; 2],
+            would_have_resigned: None,
+            full_search: true,
+            target: 0,
+            done: 0,
+            pending: Vec::new(),
+            stalled: false,
+        };
+        game.start_move(config, rng);
+        game
+    }
+
+    fn start_move(&mut self, config: &SelfPlayConfig, rng: &mut Rng) {
+        self.full_search = rng.uniform() < config.full_search_fraction as f64;
+        self.target = if self.full_search { config.simulations } else { config.cheap_simulations }.max(1);
+        self.done = 0;
+        self.stalled = false;
+        self.search.set_root_noise(self.full_search && config.search.root_noise);
+        self.search.start(&self.pos, self.target);
+    }
+
+    /// Adds up to `limit` leaves of this game to the batch being built.
+    pub(crate) fn gather(&mut self, limit: usize, batch: &mut Vec<Position>, owners: &mut Vec<(usize, LeafId)>, me: usize) {
+        let mut gathered = 0;
+        while gathered < limit && self.done + (self.pending.len() as u32) < self.target {
+            match self.search.select_leaf(&mut self.pos, |leaf| batch.push(leaf.without_history())) {
+                Selection::Leaf(id) => {
+                    self.pending.push(id);
+                    owners.push((me, id));
+                    gathered += 1;
+                }
+                Selection::Resolved => self.done += 1,
+                Selection::Busy | Selection::NoMoves => {
+                    if self.pending.is_empty() {
+                        self.stalled = true;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    pub(crate) fn complete(&mut self, leaf: LeafId, evaluation: &Evaluation) {
+        self.search.complete(leaf, evaluation);
+        self.pending.retain(|&l| l != leaf);
+        self.done += 1;
+    }
+
+    pub(crate) fn move_ready(&self) -> bool {
+        self.pending.is_empty() && (self.done >= self.target || self.stalled)
+    }
+
+    /// Plays the searched move; returns the finished game if it ended.
+    pub(crate) fn play(&mut self, config: &SelfPlayConfig, rules: &GameRules, model: &str, rng: &mut Rng) -> Option<Finished> {
+        let us = self.pos.side_to_move();
+        let ply = self.moves.len() as u32;
+        let temperature = if ply < config.temperature_plies { config.temperature } else { 0.0 };
+        let Some(mv) = self.search.select_move(temperature) else {
+            // No legal move: the position was already lost (handled by status below).
+            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }, model));
+        };
+        let value = self.search.root_value();
+        if self.full_search {
+            let policy: Vec<(Move, f32)> = self.search.policy_target().into_iter().filter(|&(_, w)| w > 0.0).collect();
+            if let Ok(position) = PackedPosition::pack(&self.pos) {
+                self.samples.push(Sample {
+                    position,
+                    played: Some(mv),
+                    policy,
+                    root_wdl: self.search.root_wdl(),
+                    result: 0,
+                    ply: ply.min(u16::MAX as u32) as u16,
+                    flags: flags::FULL_SEARCH | if self.no_resign { flags::NO_RESIGN } else { 0 },
+                });
+                self.sample_sides.push(us);
+            }
+        }
+        let streak = &mut self.low_value_streak[us.index()];
+        *streak = if value < config.resign_value { *streak + 1 } else { 0 };
+        if *streak >= config.resign_consecutive.max(1) {
+            if self.no_resign {
+                self.would_have_resigned.get_or_insert(us);
+            } else {
+                return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Resignation }, model));
+            }
+        }
+        self.pos.do_move(mv);
+        self.moves.push(mv);
+        let to_move = self.pos.side_to_move();
+        let status = self.pos.status(rules);
+        if let Some(result) = GameResult::from_status(status, to_move) {
+            return Some(self.finish(result, model));
+        }
+        if status == Status::DeclarationWin {
+            // A self-play player always declares (or makes the Try move) when it may.
+            return Some(self.finish(GameResult { winner: Some(to_move), reason: declaration_reason(rules) }, model));
+        }
+        self.start_move(config, rng);
+        None
+    }
+
+    fn finish(&mut self, result: GameResult, model: &str) -> Finished {
+        let mut samples = std::mem::take(&mut self.samples);
+        for (s, &side) in samples.iter_mut().zip(&self.sample_sides) {
+            s.result = result_for(side, result.winner);
+        }
+        let false_resignation = self.would_have_resigned.is_some_and(|c| result.winner != Some(!c));
+        Finished {
+            samples: GameSamples {
+                start_sfen: self.start_sfen.clone(),
+                result,
+                length: self.moves.len().min(u16::MAX as usize) as u16,
+                model: model.to_string(),
+                moves: std::mem::take(&mut self.moves),
+                samples,
+            },
+            resigned: result.reason == EndReason::Resignation,
+            no_resign: self.no_resign,
+            false_resignation,
+        }
+    }
+}
+
+fn declaration_reason(rules: &GameRules) -> EndReason {
+    if rules.impasse == koma_shogi::ImpasseRule::Try {
+        EndReason::Try
+    } else {
+        EndReason::Declaration
+    }
+}

@@ -1,0 +1,84 @@
+//! koma-selfplay: self-play games for training data.
+//!
+//! `workers` threads each run `games_per_worker` games in two alternating groups; their leaves go
+//! in batches to one inference thread that owns the (swappable) evaluator; finished games go to
+//! a channel (usually a `koma_data::ShardWriter`).
+
+mod config;
+mod game;
+mod inference;
+mod openings;
+mod stats;
+mod worker;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crossbeam::channel::Sender;
+use koma_data::GameSamples;
+
+pub use config::SelfPlayConfig;
+pub use inference::{EvaluatorSlot, InferenceClient, InferenceServer, InferenceStats};
+pub use openings::StartPositions;
+pub use stats::SelfPlayStats;
+
+/// Live counters while self-play runs.
+pub struct Progress<'a> {
+    pub stats: SelfPlayStats,
+    pub moves: usize,
+    pub inference: &'a InferenceStats,
+}
+
+/// Plays `games` games (or until `stop` is set) and sends each finished game to `sink`.
+/// `on_progress` is called about every `every` with the running totals.
+pub fn run(
+    config: &SelfPlayConfig,
+    starts: StartPositions,
+    slot: Arc<EvaluatorSlot>,
+    games: usize,
+    sink: Sender<GameSamples>,
+    stop: Arc<AtomicBool>,
+    every: Duration,
+    on_progress: &mut dyn FnMut(&Progress),
+) -> Result<SelfPlayStats, String> {
+    let rules = config.rules()?;
+    let server = InferenceServer::spawn(slot.clone(), config.max_batch);
+    let shared = Shared {
+        config: config.clone(),
+        rules,
+        starts,
+        slot,
+        games_left: AtomicUsize::new(games),
+        stop,
+        stats: Mutex::new(SelfPlayStats::default()),
+        moves: AtomicUsize::new(0),
+        sink,
+    };
+    let shared = &shared;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..config.workers.max(1))
+            .map(|w| {
+                let client = server.client();
+                let seed = config.seed.wrapping_mul(0x9E37_79B9).wrapping_add(w as u64);
+                std::thread::Builder::new()
+                    .name(format!("koma-selfplay-{w}"))
+                    .spawn_scoped(scope, move || worker::run_worker(shared, client, seed))
+                    .expect("spawning a self-play worker")
+            })
+            .collect();
+        let mut last = std::time::Instant::now();
+        while handles.iter().any(|h| !h.is_finished()) {
+            std::thread::sleep(Duration::from_millis(50));
+            if last.elapsed() >= every {
+                last = std::time::Instant::now();
+                let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+                on_progress(&Progress { stats, moves: shared.moves.load(Ordering::Relaxed), inference: server.stats() });
+            }
+        }
+    });
+    let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    Ok(stats)
+}
+
+use worker::Shared;

@@ -1,0 +1,94 @@
+//! A worker thread: `games_per_worker` games in two groups. While one group's leaves are with
+//! the inference thread, the worker completes and searches the other group, so neither the CPU
+//! nor the network waits for the other.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crossbeam::channel::{Receiver, Sender};
+use koma_data::GameSamples;
+use koma_mcts::{Evaluation, LeafId, Rng};
+use koma_shogi::rules::GameRules;
+
+use crate::config::SelfPlayConfig;
+use crate::game::{Finished, Game};
+use crate::inference::{EvaluatorSlot, InferenceClient};
+use crate::openings::StartPositions;
+use crate::stats::SelfPlayStats;
+
+pub(crate) struct Shared {
+    pub(crate) config: SelfPlayConfig,
+    pub(crate) rules: GameRules,
+    pub(crate) starts: StartPositions,
+    pub(crate) slot: Arc<EvaluatorSlot>,
+    /// Games still to start (across workers).
+    pub(crate) games_left: AtomicUsize,
+    pub(crate) stop: Arc<AtomicBool>,
+    pub(crate) stats: Mutex<SelfPlayStats>,
+    pub(crate) moves: AtomicUsize,
+    pub(crate) sink: Sender<GameSamples>,
+}
+
+impl Shared {
+    fn claim_game(&self) -> bool {
+        !self.stop.load(Ordering::Relaxed)
+            && self.games_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
+    }
+
+    fn record(&self, finished: Finished) {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner()).add(&finished);
+        // A closed sink means the run is shutting down; the game is dropped with it.
+        let _ = self.sink.send(finished.samples);
+    }
+}
+
+type InFlight = (Receiver<Vec<Evaluation>>, Vec<(usize, LeafId)>);
+
+pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
+    let config = &shared.config;
+    let mut rng = Rng::seeded(seed);
+    let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
+    for i in 0..config.games_per_worker.max(1) {
+        let game = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &mut rng));
+        groups[i % 2].push(game);
+    }
+    let mut in_flight: [Option<InFlight>; 2] = [None, None];
+    loop {
+        let mut active = false;
+        for g in 0..2 {
+            if let Some((answer, owners)) = in_flight[g].take() {
+                let Ok(evaluations) = answer.recv() else { return };
+                for (&(game, leaf), e) in owners.iter().zip(&evaluations) {
+                    if let Some(game) = groups[g][game].as_mut() {
+                        game.complete(leaf, e);
+                    }
+                }
+            }
+            let (_, model) = shared.slot.get();
+            for slot in groups[g].iter_mut() {
+                let Some(game) = slot.as_mut() else { continue };
+                if game.move_ready() {
+                    shared.moves.fetch_add(1, Ordering::Relaxed);
+                    if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
+                        shared.record(finished);
+                        *slot = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &mut rng));
+                    }
+                }
+            }
+            let mut batch = Vec::new();
+            let mut owners = Vec::new();
+            for (i, slot) in groups[g].iter_mut().enumerate() {
+                if let Some(game) = slot.as_mut() {
+                    active = true;
+                    game.gather(config.leaves_per_game.max(1), &mut batch, &mut owners, i);
+                }
+            }
+            if !batch.is_empty() {
+                in_flight[g] = Some((client.submit(batch), owners));
+            }
+        }
+        if !active && in_flight.iter().all(Option::is_none) {
+            return;
+        }
+    }
+}
