@@ -1,0 +1,5 @@
+//! koma-arena: matches between players (koma checkpoints, reference players, USI engines),
+//! match statistics and ratings.
+
+pub mod ratings;
+pub mod stats;
