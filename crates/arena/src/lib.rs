@@ -1,5 +1,7 @@
 //! koma-arena: matches between players (koma checkpoints, reference players, USI engines),
 //! match statistics and ratings.
 
+pub mod game;
+pub mod player;
 pub mod ratings;
 pub mod stats;

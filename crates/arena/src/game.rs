@@ -1,0 +1,73 @@
+//! One game between two players, adjudicated by the rules core: an illegal move or a false
+//! declaration loses, a player failure (crash, timeout) forfeits, and sennichite, perpetual
+//! check, declaration, the Try rule and the move limit end the game as the rules say.
+
+use koma_shogi::rules::GameRules;
+use koma_shogi::{Color, EndReason, GameResult, ImpasseRule, Move, Position, Status};
+
+use crate::player::{Action, Player};
+
+/// A finished game.
+#[derive(Clone, Debug)]
+pub struct PlayedGame {
+    pub start: Position,
+    pub moves: Vec<Move>,
+    pub result: GameResult,
+    /// Why a player forfeited, if one did (for the log and the record's comment).
+    pub note: Option<String>,
+}
+
+/// Plays `black` against `white` from `start` (whoever is to move there moves first).
+pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Position, rules: &GameRules) -> PlayedGame {
+    black.new_game();
+    white.new_game();
+    let mut pos = start.clone();
+    let mut moves = Vec::new();
+    let finish = |pos: &Position, moves: Vec<Move>, result: GameResult, note: Option<String>| PlayedGame {
+        start: {
+            let mut root = pos.clone();
+            while root.plies_from_root() > 0 {
+                root.undo_move();
+            }
+            root
+        },
+        moves,
+        result,
+        note,
+    };
+    loop {
+        let us = pos.side_to_move();
+        let status = pos.status(rules);
+        if let Some(result) = GameResult::from_status(status, us) {
+            return finish(&pos, moves, result, None);
+        }
+        let player: &mut dyn Player = if us == Color::Black { &mut *black } else { &mut *white };
+        let lose = |reason| GameResult { winner: Some(!us), reason };
+        match player.act(&pos) {
+            Err(message) => {
+                let note = format!("{} ({us:?}) forfeits: {message}", player.name());
+                tracing::warn!("{note}");
+                let reason = if message.contains("time") { EndReason::TimeLoss } else { EndReason::IllegalMove };
+                return finish(&pos, moves, lose(reason), Some(note));
+            }
+            Ok(Action::Resign) => return finish(&pos, moves, lose(EndReason::Resignation), None),
+            Ok(Action::Declare) => {
+                if status == Status::DeclarationWin && rules.impasse != ImpasseRule::Try {
+                    return finish(&pos, moves, GameResult { winner: Some(us), reason: EndReason::Declaration }, None);
+                }
+                let note = format!("{} ({us:?}) declared without the right to", player.name());
+                tracing::warn!("{note}");
+                return finish(&pos, moves, lose(EndReason::IllegalMove), Some(note));
+            }
+            Ok(Action::Play(m)) => {
+                if !pos.is_legal(m) {
+                    let note = format!("{} ({us:?}) played the illegal move {m} in {}", player.name(), pos.to_sfen());
+                    tracing::warn!("{note}");
+                    return finish(&pos, moves, lose(EndReason::IllegalMove), Some(note));
+                }
+                pos.do_move(m);
+                moves.push(m);
+            }
+        }
+    }
+}

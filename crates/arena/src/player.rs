@@ -1,0 +1,196 @@
+//! Players: anything that picks a move in a position. The built-in reference players never
+//! change, so Elo measured against them is comparable across runs and versions.
+
+use koma_mcts::{Evaluation, Evaluator, Rng, Search, SearchConfig};
+use koma_shogi::rules::GameRules;
+use koma_shogi::{Color, Move, PieceType, Position, Status};
+
+/// What a player does on its turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Play(Move),
+    Resign,
+    /// Declare a win under the impasse rule.
+    Declare,
+}
+
+pub trait Player: Send {
+    /// A short name for tables and records.
+    fn name(&self) -> String;
+    /// Called before each game.
+    fn new_game(&mut self) {}
+    /// Chooses an action in `pos` (its history included, for repetition awareness).
+    fn act(&mut self, pos: &Position) -> Result<Action, String>;
+}
+
+/// Material value of a piece type, in pawns (hand pieces count as their unpromoted type).
+pub fn piece_value(pt: PieceType) -> i32 {
+    match pt {
+        PieceType::Pawn => 1,
+        PieceType::Lance => 3,
+        PieceType::Knight => 4,
+        PieceType::Silver => 5,
+        PieceType::Gold => 6,
+        PieceType::Bishop => 8,
+        PieceType::Rook => 10,
+        PieceType::King => 0,
+        PieceType::ProPawn | PieceType::ProLance | PieceType::ProKnight | PieceType::ProSilver => 6,
+        PieceType::Horse => 10,
+        PieceType::Dragon => 12,
+    }
+}
+
+/// Material balance for `color`: board and hand.
+pub fn material(pos: &Position, color: Color) -> i32 {
+    let mut total = 0;
+    for c in Color::ALL {
+        let sign = if c == color { 1 } else { -1 };
+        for pt in PieceType::ALL {
+            total += sign * piece_value(pt) * pos.pieces(c, pt).count() as i32;
+        }
+        for pt in PieceType::HAND {
+            total += sign * piece_value(pt) * pos.hand(c).count(pt) as i32;
+        }
+    }
+    total
+}
+
+/// Uniformly random legal moves.
+pub struct RandomPlayer {
+    rng: Rng,
+}
+
+impl RandomPlayer {
+    pub fn new(seed: u64) -> RandomPlayer {
+        RandomPlayer { rng: Rng::seeded(seed) }
+    }
+}
+
+impl Player for RandomPlayer {
+    fn name(&self) -> String {
+        "random".into()
+    }
+
+    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+        let moves = pos.legal_moves();
+        if moves.is_empty() {
+            return Ok(Action::Resign);
+        }
+        Ok(Action::Play(moves[self.rng.below(moves.len())]))
+    }
+}
+
+/// Mates in one when it can, else takes the move that leaves it the most material (ties at
+/// random). It sees nothing of the reply.
+pub struct GreedyPlayer {
+    rng: Rng,
+}
+
+impl GreedyPlayer {
+    pub fn new(seed: u64) -> GreedyPlayer {
+        GreedyPlayer { rng: Rng::seeded(seed) }
+    }
+}
+
+impl Player for GreedyPlayer {
+    fn name(&self) -> String {
+        "greedy".into()
+    }
+
+    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+        let mut pos = pos.clone();
+        if let Some(m) = pos.mate_in_one() {
+            return Ok(Action::Play(m));
+        }
+        let us = pos.side_to_move();
+        let moves: Vec<Move> = pos.legal_moves().iter().copied().collect();
+        if moves.is_empty() {
+            return Ok(Action::Resign);
+        }
+        let mut best = Vec::new();
+        let mut best_score = i32::MIN;
+        for m in moves {
+            pos.do_move(m);
+            let score = material(&pos, us);
+            pos.undo_move();
+            if score > best_score {
+                best_score = score;
+                best.clear();
+            }
+            if score == best_score {
+                best.push(m);
+            }
+        }
+        Ok(Action::Play(best[self.rng.below(best.len())]))
+    }
+}
+
+/// Uniform priors and a material value (tanh of the balance over 10 pawns): the evaluator of the
+/// `mcts-material` reference player.
+pub struct MaterialEvaluator;
+
+impl Evaluator for MaterialEvaluator {
+    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+        positions
+            .iter()
+            .map(|p| {
+                let v = (material(p, p.side_to_move()) as f32 / 10.0).tanh();
+                Evaluation { priors: Vec::new(), wdl: [(1.0 + v) / 2.0, 0.0, (1.0 - v) / 2.0] }
+            })
+            .collect()
+    }
+}
+
+/// Any evaluator searched with MCTS for a fixed number of simulations per move: the
+/// `mcts-material` reference player, and koma checkpoints.
+pub struct MctsPlayer {
+    name: String,
+    evaluator: std::sync::Arc<dyn Evaluator>,
+    search: Search,
+    simulations: u32,
+    batch: usize,
+    /// Resign when the root value falls below this (None: never).
+    resign_value: Option<f32>,
+    rules: GameRules,
+}
+
+impl MctsPlayer {
+    pub fn new(name: &str, evaluator: std::sync::Arc<dyn Evaluator>, simulations: u32, batch: usize, rules: GameRules, seed: u64) -> MctsPlayer {
+        MctsPlayer {
+            name: name.to_string(),
+            evaluator,
+            search: Search::new(SearchConfig::evaluation(), rules, seed),
+            simulations,
+            batch,
+            resign_value: None,
+            rules,
+        }
+    }
+
+    pub fn with_resignation(mut self, value: f32) -> MctsPlayer {
+        self.resign_value = Some(value);
+        self
+    }
+}
+
+impl Player for MctsPlayer {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn new_game(&mut self) {
+        self.search = Search::new(self.search.config().clone(), self.rules, 0);
+    }
+
+    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+        if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && self.rules.impasse != koma_shogi::ImpasseRule::Try {
+            return Ok(Action::Declare);
+        }
+        let mut pos = pos.clone();
+        self.search.run(&mut pos, self.evaluator.as_ref(), self.simulations, self.batch);
+        if self.resign_value.is_some_and(|r| self.search.root_value() < r) {
+            return Ok(Action::Resign);
+        }
+        self.search.select_move(0.0).map(Action::Play).ok_or_else(|| "no legal move".to_string())
+    }
+}
