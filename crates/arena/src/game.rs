@@ -44,10 +44,10 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
         let player: &mut dyn Player = if us == Color::Black { &mut *black } else { &mut *white };
         let lose = |reason| GameResult { winner: Some(!us), reason };
         match player.act(&pos) {
-            Err(message) => {
-                let note = format!("{} ({us:?}) forfeits: {message}", player.name());
+            Err(error) => {
+                let note = format!("{} ({us:?}) forfeits: {error}", player.name());
                 tracing::warn!("{note}");
-                let reason = if message.contains("time") { EndReason::TimeLoss } else { EndReason::IllegalMove };
+                let reason = if error.timeout { EndReason::TimeLoss } else { EndReason::IllegalMove };
                 return finish(&pos, moves, lose(reason), Some(note));
             }
             Ok(Action::Resign) => return finish(&pos, moves, lose(EndReason::Resignation), None),

@@ -5,3 +5,4 @@ pub mod game;
 pub mod player;
 pub mod ratings;
 pub mod stats;
+pub mod usi_client;

@@ -14,13 +14,36 @@ pub enum Action {
     Declare,
 }
 
+/// Why a player could not produce a move; it forfeits the game.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlayerError {
+    pub timeout: bool,
+    pub message: String,
+}
+
+impl PlayerError {
+    pub fn failure(message: impl Into<String>) -> PlayerError {
+        PlayerError { timeout: false, message: message.into() }
+    }
+
+    pub fn timeout(message: impl Into<String>) -> PlayerError {
+        PlayerError { timeout: true, message: message.into() }
+    }
+}
+
+impl std::fmt::Display for PlayerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 pub trait Player: Send {
     /// A short name for tables and records.
     fn name(&self) -> String;
     /// Called before each game.
     fn new_game(&mut self) {}
     /// Chooses an action in `pos` (its history included, for repetition awareness).
-    fn act(&mut self, pos: &Position) -> Result<Action, String>;
+    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError>;
 }
 
 /// Material value of a piece type, in pawns (hand pieces count as their unpromoted type).
@@ -71,7 +94,7 @@ impl Player for RandomPlayer {
         "random".into()
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
         let moves = pos.legal_moves();
         if moves.is_empty() {
             return Ok(Action::Resign);
@@ -97,7 +120,7 @@ impl Player for GreedyPlayer {
         "greedy".into()
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
         let mut pos = pos.clone();
         if let Some(m) = pos.mate_in_one() {
             return Ok(Action::Play(m));
@@ -182,7 +205,7 @@ impl Player for MctsPlayer {
         self.search = Search::new(self.search.config().clone(), self.rules, 0);
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, String> {
+    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
         if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && self.rules.impasse != koma_shogi::ImpasseRule::Try {
             return Ok(Action::Declare);
         }
@@ -191,6 +214,6 @@ impl Player for MctsPlayer {
         if self.resign_value.is_some_and(|r| self.search.root_value() < r) {
             return Ok(Action::Resign);
         }
-        self.search.select_move(0.0).map(Action::Play).ok_or_else(|| "no legal move".to_string())
+        self.search.select_move(0.0).map(Action::Play).ok_or_else(|| PlayerError::failure("no legal move"))
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use koma_arena::game::play_game;
-use koma_arena::player::{Action, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
+use koma_arena::player::{Action, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, Move, Position};
 
@@ -49,13 +49,13 @@ fn mcts_material_takes_a_free_rook() {
     assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");
 }
 
-struct Scripted(Vec<Result<Action, String>>);
+struct Scripted(Vec<Result<Action, PlayerError>>);
 
 impl Player for Scripted {
     fn name(&self) -> String {
         "scripted".into()
     }
-    fn act(&mut self, _: &Position) -> Result<Action, String> {
+    fn act(&mut self, _: &Position) -> Result<Action, PlayerError> {
         if self.0.is_empty() {
             Ok(Action::Resign)
         } else {
@@ -68,11 +68,11 @@ impl Player for Scripted {
 fn misbehaving_players_lose() {
     let rules = GameRules::default();
     let start = Position::startpos();
-    let cases: Vec<(Result<Action, String>, EndReason)> = vec![
+    let cases: Vec<(Result<Action, PlayerError>, EndReason)> = vec![
         (Ok(Action::Play(Move::from_usi("7g7e").unwrap())), EndReason::IllegalMove),
         (Ok(Action::Declare), EndReason::IllegalMove),
-        (Err("engine crashed".into()), EndReason::IllegalMove),
-        (Err("no bestmove in time".into()), EndReason::TimeLoss),
+        (Err(PlayerError::failure("engine crashed")), EndReason::IllegalMove),
+        (Err(PlayerError::timeout("no bestmove in time")), EndReason::TimeLoss),
         (Ok(Action::Resign), EndReason::Resignation),
     ];
     for (action, reason) in cases {
