@@ -2,6 +2,8 @@
 //! match statistics and ratings.
 
 pub mod game;
+pub mod matches;
+pub mod openings;
 pub mod player;
 pub mod ratings;
 pub mod stats;

@@ -1,0 +1,217 @@
+//! Matches: games in colour-swapped pairs from the same opening, several at once, results
+//! appended to a JSONL file as they finish, live statistics, and an optional SPRT that stops the
+//! match early.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crossbeam::channel::unbounded;
+use koma_shogi::rules::GameRules;
+use koma_shogi::{Color, Position};
+use serde_json::json;
+
+use crate::game::{play_game, PlayedGame};
+use crate::player::Player;
+use crate::stats::{EloEstimate, Pentanomial, Sprt, SprtDecision, Trinomial};
+
+/// Makes a fresh player for a worker thread (each thread plays with its own instances).
+pub type PlayerFactory = Arc<dyn Fn(u64) -> Result<Box<dyn Player>, String> + Send + Sync>;
+
+#[derive(Clone)]
+pub struct MatchConfig {
+    /// Games to play (rounded up to whole pairs).
+    pub games: usize,
+    pub concurrency: usize,
+    pub rules: GameRules,
+    pub openings: Vec<Position>,
+    pub sprt: Option<Sprt>,
+    /// JSONL file the results are appended to.
+    pub results: Option<PathBuf>,
+}
+
+/// One finished game of the match.
+#[derive(Clone, Debug)]
+pub struct MatchGame {
+    pub pair: usize,
+    /// True when player A had Black.
+    pub a_black: bool,
+    pub opening: usize,
+    pub game: PlayedGame,
+}
+
+impl MatchGame {
+    /// Player A's points.
+    pub fn a_points(&self) -> f64 {
+        let a_color = if self.a_black { Color::Black } else { Color::White };
+        match self.game.result.winner {
+            None => 0.5,
+            Some(w) if w == a_color => 1.0,
+            Some(_) => 0.0,
+        }
+    }
+}
+
+/// Running totals, from player A's side.
+#[derive(Clone, Debug, Default)]
+pub struct MatchState {
+    pub a_name: String,
+    pub b_name: String,
+    pub wins: usize,
+    pub draws: usize,
+    pub losses: usize,
+    /// A's points as Black and as White, and games with each colour.
+    pub by_colour: [(f64, usize); 2],
+    pub penta: Pentanomial,
+    pub games: Trinomial,
+    pub llr: Option<f64>,
+    pub decision: Option<SprtDecision>,
+    pub played: usize,
+    pub planned: usize,
+}
+
+impl MatchState {
+    pub fn score(&self) -> f64 {
+        let n = self.wins + self.draws + self.losses;
+        if n == 0 {
+            0.5
+        } else {
+            (self.wins as f64 + 0.5 * self.draws as f64) / n as f64
+        }
+    }
+
+    /// Elo with a 95% interval: pentanomial once pairs are complete, else trinomial.
+    pub fn elo(&self) -> Option<EloEstimate> {
+        if self.penta.pairs() >= 2 {
+            self.penta.elo()
+        } else {
+            self.games.elo()
+        }
+    }
+}
+
+fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
+    let (black, white) = if g.a_black { (a, b) } else { (b, a) };
+    let moves: Vec<String> = g.game.moves.iter().map(|m| m.to_usi()).collect();
+    json!({
+        "pair": g.pair,
+        "opening": g.opening,
+        "black": black,
+        "white": white,
+        "winner": match g.game.result.winner { Some(Color::Black) => json!("black"), Some(Color::White) => json!("white"), None => json!(null) },
+        "reason": format!("{:?}", g.game.result.reason),
+        "plies": g.game.moves.len(),
+        "start": g.game.start.to_sfen(),
+        "moves": moves.join(" "),
+        "note": g.game.note,
+    })
+}
+
+/// Plays the match. `on_game` sees every finished game and the running state.
+pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_game: &mut dyn FnMut(&MatchGame, &MatchState)) -> Result<MatchState, String> {
+    let probe_a = a(0)?;
+    let probe_b = b(0)?;
+    let mut state = MatchState { a_name: probe_a.name(), b_name: probe_b.name(), ..MatchState::default() };
+    drop((probe_a, probe_b));
+    let pairs = config.games.div_ceil(2).max(1);
+    state.planned = pairs * 2;
+    let openings = if config.openings.is_empty() { vec![Position::startpos()] } else { config.openings.clone() };
+    let mut results_file = match &config.results {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            }
+            Some(std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let (sender, receiver) = unbounded::<Result<MatchGame, String>>();
+    let mut pending_pairs: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
+    let mut failure = None;
+    std::thread::scope(|scope| {
+        for worker in 0..config.concurrency.max(1) {
+            let (a, b, sender, next, stop, openings) = (a.clone(), b.clone(), sender.clone(), &next, &stop, &openings);
+            let rules = config.rules;
+            scope.spawn(move || {
+                let players = a(worker as u64 + 1).and_then(|pa| b(worker as u64 + 1001).map(|pb| (pa, pb)));
+                let (mut pa, mut pb) = match players {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let _ = sender.send(Err(e));
+                        return;
+                    }
+                };
+                loop {
+                    if stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= pairs * 2 {
+                        return;
+                    }
+                    let (pair, a_black) = (index / 2, index % 2 == 0);
+                    let opening = pair % openings.len();
+                    let start = &openings[opening];
+                    let game = if a_black { play_game(pa.as_mut(), pb.as_mut(), start, &rules) } else { play_game(pb.as_mut(), pa.as_mut(), start, &rules) };
+                    if sender.send(Ok(MatchGame { pair, a_black, opening, game })).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        for message in receiver.iter() {
+            let g = match message {
+                Ok(g) => g,
+                Err(e) => {
+                    stop.store(true, Ordering::Relaxed);
+                    failure.get_or_insert(e);
+                    continue;
+                }
+            };
+            let points = g.a_points();
+            match points {
+                p if p == 1.0 => state.wins += 1,
+                p if p == 0.0 => state.losses += 1,
+                _ => state.draws += 1,
+            }
+            let colour = if g.a_black { 0 } else { 1 };
+            state.by_colour[colour].0 += points;
+            state.by_colour[colour].1 += 1;
+            state.games.add_game(points);
+            if let Some(first) = pending_pairs.remove(&g.pair) {
+                state.penta.add_pair(first + points);
+            } else {
+                pending_pairs.insert(g.pair, points);
+            }
+            state.played += 1;
+            if let Some(sprt) = &config.sprt {
+                let llr = state.penta.llr(sprt.elo0, sprt.elo1);
+                state.llr = Some(llr);
+                let decision = sprt.decide(llr);
+                if decision != SprtDecision::Continue {
+                    state.decision = Some(decision);
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            if let Some(file) = results_file.as_mut() {
+                if let Err(e) = writeln!(file, "{}", result_line(&g, &state.a_name, &state.b_name)) {
+                    failure.get_or_insert(format!("writing results: {e}"));
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            on_game(&g, &state);
+        }
+    });
+    match failure {
+        Some(e) if state.played == 0 => Err(e),
+        Some(e) => {
+            tracing::warn!("match stopped early: {e}");
+            Ok(state)
+        }
+        None => Ok(state),
+    }
+}

@@ -1,0 +1,67 @@
+//! A short match between reference players: pairs share openings with colours swapped, results
+//! land in JSONL, statistics add up, and SPRT stops a lopsided match early.
+
+use std::sync::Arc;
+
+use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
+use koma_arena::openings::{generate_suite, read_suite, SuiteSpec};
+use koma_arena::player::{GreedyPlayer, MaterialEvaluator, Player, RandomPlayer};
+use koma_arena::stats::{Sprt, SprtDecision};
+use koma_shogi::rules::GameRules;
+
+fn greedy() -> PlayerFactory {
+    Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))
+}
+
+fn random() -> PlayerFactory {
+    Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))
+}
+
+#[test]
+fn paired_match_with_results_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("arena/results.jsonl");
+    let suite = generate_suite(&SuiteSpec { count: 4, plies: 6, max_abs_value: 0.5, simulations: 16, seed: 3 }, &MaterialEvaluator);
+    assert_eq!(suite.len(), 4);
+    let openings = read_suite(&suite.join("\n")).unwrap();
+    let config = MatchConfig {
+        games: 8,
+        concurrency: 2,
+        rules: GameRules { max_plies: 200, ..GameRules::default() },
+        openings,
+        sprt: None,
+        results: Some(results.clone()),
+    };
+    let mut seen = 0;
+    let state = run_match(greedy(), random(), &config, &mut |_, s| seen = s.played).unwrap();
+    assert_eq!((state.played, seen), (8, 8));
+    assert_eq!(state.wins + state.draws + state.losses, 8);
+    assert_eq!(state.penta.pairs(), 4);
+    assert_eq!(state.by_colour[0].1, 4);
+    assert!(state.score() > 0.7, "greedy scored {}", state.score());
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&results).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 8);
+    for pair in 0..4 {
+        let games: Vec<&serde_json::Value> = lines.iter().filter(|l| l["pair"] == pair).collect();
+        assert_eq!(games.len(), 2);
+        assert_eq!(games[0]["start"], games[1]["start"], "a pair starts from one opening");
+        assert_ne!(games[0]["black"], games[1]["black"], "colours swap within a pair");
+    }
+    assert!(read_suite("startpos\nfoo\n").unwrap_err().contains("line 2"));
+}
+
+#[test]
+fn sprt_stops_a_lopsided_match() {
+    let config = MatchConfig {
+        games: 400,
+        concurrency: 2,
+        rules: GameRules { max_plies: 200, ..GameRules::default() },
+        openings: vec![],
+        sprt: Some(Sprt::parse("0,50,0.05,0.05").unwrap()),
+        results: None,
+    };
+    let state = run_match(greedy(), random(), &config, &mut |_, _| {}).unwrap();
+    assert_eq!(state.decision, Some(SprtDecision::H1));
+    assert!(state.played < 400, "played all {} games", state.played);
+}
