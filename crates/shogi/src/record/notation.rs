@@ -1,0 +1,558 @@
+//! Move text for people: Western (Hosking) notation, its Vietnamese variant, and Japanese notation
+//! as KI2 records write it, with a reader for the Japanese form.
+//!
+//! All functions take the position *before* the move and a legal move; for an illegal move they
+//! still return some text and never panic.
+
+use crate::color::Color;
+use crate::mv::Move;
+use crate::piece::PieceType;
+use crate::position::Position;
+use crate::square::Square;
+
+/// Full-width file digits １–９.
+pub const FILE_DIGITS: [char; 9] = ['１', '２', '３', '４', '５', '６', '７', '８', '９'];
+/// Kanji rank numerals 一–九.
+pub const RANK_KANJI: [char; 9] = ['一', '二', '三', '四', '五', '六', '七', '八', '九'];
+
+/// The Japanese name of a piece type as records write it (`歩`, `成銀`, `龍`, …).
+pub fn japanese_piece_name(pt: PieceType) -> &'static str {
+    match pt {
+        PieceType::Pawn => "歩",
+        PieceType::Lance => "香",
+        PieceType::Knight => "桂",
+        PieceType::Silver => "銀",
+        PieceType::Gold => "金",
+        PieceType::Bishop => "角",
+        PieceType::Rook => "飛",
+        PieceType::King => "玉",
+        PieceType::ProPawn => "と",
+        PieceType::ProLance => "成香",
+        PieceType::ProKnight => "成桂",
+        PieceType::ProSilver => "成銀",
+        PieceType::Horse => "馬",
+        PieceType::Dragon => "龍",
+    }
+}
+
+/// The one-character name of a piece type used in board diagrams (`杏`, `圭`, `全` for the
+/// promoted lance, knight and silver).
+pub fn japanese_piece_char(pt: PieceType) -> char {
+    match pt {
+        PieceType::ProLance => '杏',
+        PieceType::ProKnight => '圭',
+        PieceType::ProSilver => '全',
+        other => japanese_piece_name(other).chars().next().unwrap_or('歩'),
+    }
+}
+
+/// Every spelling of a piece name that readers accept, longest first.
+pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 21] = [
+    ("成銀", PieceType::ProSilver),
+    ("成桂", PieceType::ProKnight),
+    ("成香", PieceType::ProLance),
+    ("歩", PieceType::Pawn),
+    ("香", PieceType::Lance),
+    ("桂", PieceType::Knight),
+    ("銀", PieceType::Silver),
+    ("金", PieceType::Gold),
+    ("角", PieceType::Bishop),
+    ("飛", PieceType::Rook),
+    ("玉", PieceType::King),
+    ("王", PieceType::King),
+    ("と", PieceType::ProPawn),
+    ("杏", PieceType::ProLance),
+    ("圭", PieceType::ProKnight),
+    ("全", PieceType::ProSilver),
+    ("馬", PieceType::Horse),
+    ("龍", PieceType::Dragon),
+    ("竜", PieceType::Dragon),
+    ("仝", PieceType::ProSilver),
+    ("个", PieceType::ProLance),
+];
+
+/// Reads a piece name at the start of `s`; returns the type and the rest.
+pub(crate) fn strip_piece_name(s: &str) -> Option<(PieceType, &str)> {
+    PIECE_SPELLINGS.iter().find_map(|(name, pt)| s.strip_prefix(name).map(|rest| (*pt, rest)))
+}
+
+/// `７六` for 7f.
+pub fn japanese_square(sq: Square) -> String {
+    let mut s = String::new();
+    s.push(FILE_DIGITS[sq.file_index() as usize]);
+    s.push(RANK_KANJI[sq.rank_index() as usize]);
+    s
+}
+
+/// Kanji numeral for 1–18 (`一` … `十八`), as hand counts are written.
+pub fn kanji_number(n: u32) -> String {
+    let digit = |d: u32| RANK_KANJI.get(d as usize - 1).copied().unwrap_or('一');
+    match n {
+        0 => "〇".to_string(),
+        1..=9 => digit(n).to_string(),
+        10 => "十".to_string(),
+        11..=19 => format!("十{}", digit(n - 10)),
+        _ => n.to_string(),
+    }
+}
+
+/// Reads a kanji numeral 1–19 (`一`…`十九`) or ASCII digits.
+pub fn parse_kanji_number(s: &str) -> Option<u32> {
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s.parse().ok().filter(|&n| n < 100);
+    }
+    let digit = |c: char| RANK_KANJI.iter().position(|&k| k == c).map(|i| i as u32 + 1);
+    let chars: Vec<char> = s.chars().collect();
+    match chars.as_slice() {
+        [c] if *c == '十' => Some(10),
+        [c] => digit(*c),
+        ['十', c] => digit(*c).map(|d| 10 + d),
+        _ => None,
+    }
+}
+
+/// Whether `m` could have been played as a promotion (the piece can promote and starts or ends in
+/// the promotion zone).
+pub fn promotion_possible(pos: &Position, m: Move) -> bool {
+    if m.is_drop() {
+        return false;
+    }
+    let us = pos.side_to_move();
+    match pos.piece_at(m.from()) {
+        Some(p) => p.piece_type().can_promote() && (m.from().in_promotion_zone(us) || m.to().in_promotion_zone(us)),
+        None => false,
+    }
+}
+
+fn moving_type(pos: &Position, m: Move) -> PieceType {
+    match m.drop_piece_type() {
+        Some(pt) => pt,
+        None => pos.piece_at(m.from()).map_or(PieceType::Pawn, |p| p.piece_type()),
+    }
+}
+
+/// Origins of other pieces of the moving kind that could legally move to the destination too.
+fn other_sources(pos: &Position, m: Move, pt: PieceType) -> Vec<Square> {
+    let mut out: Vec<Square> = Vec::new();
+    for o in pos.legal_moves().as_slice() {
+        if o.is_drop() || o.to() != m.to() || (!m.is_drop() && o.from() == m.from()) {
+            continue;
+        }
+        if pos.piece_at(o.from()).map(|p| p.piece_type()) == Some(pt) && !out.contains(&o.from()) {
+            out.push(o.from());
+        }
+    }
+    out
+}
+
+fn digits(sq: Square) -> String {
+    format!("{}{}", sq.file_index() + 1, sq.rank_index() + 1)
+}
+
+fn western_like(pos: &Position, m: Move, letter: fn(PieceType) -> String, paren_origin: bool) -> String {
+    let pt = moving_type(pos, m);
+    let mut s = letter(pt);
+    if m.is_drop() {
+        s.push('*');
+        s.push_str(&digits(m.to()));
+        return s;
+    }
+    if !other_sources(pos, m, pt).is_empty() {
+        if paren_origin {
+            s.push('(');
+            s.push_str(&digits(m.from()));
+            s.push(')');
+        } else {
+            s.push_str(&digits(m.from()));
+        }
+    }
+    s.push(if pos.piece_at(m.to()).is_some() { 'x' } else { '-' });
+    s.push_str(&digits(m.to()));
+    if m.is_promotion() {
+        s.push('+');
+    } else if promotion_possible(pos, m) {
+        s.push('=');
+    }
+    s
+}
+
+fn western_letter(pt: PieceType) -> String {
+    let base = pt.sfen_letter().to_string();
+    if pt.is_promoted() {
+        format!("+{base}")
+    } else {
+        base
+    }
+}
+
+fn vietnamese_letter(pt: PieceType) -> String {
+    let base = match pt.unpromote() {
+        PieceType::King => "V",
+        PieceType::Rook => "X",
+        PieceType::Bishop => "Tg",
+        PieceType::Gold => "Vg",
+        PieceType::Silver => "B",
+        PieceType::Knight => "M",
+        PieceType::Lance => "Th",
+        _ => "T",
+    };
+    if pt.is_promoted() {
+        format!("+{base}")
+    } else {
+        base.to_string()
+    }
+}
+
+/// Western (Hosking) notation: `P-76`, `Bx22+`, `S-21=` (promotion declined), `N65-53+` (origin
+/// only when another piece of the kind could also move there), `P*55`, `+Rx24`.
+pub fn western(pos: &Position, m: Move) -> String {
+    western_like(pos, m, western_letter, false)
+}
+
+/// Vietnamese notation: the Western form with the Vietnamese Shogi Club's letters (V king, X rook,
+/// Tg bishop, Vg gold, B silver, M knight, Th lance, T pawn, `+` for promoted) and an ambiguous
+/// origin in parentheses: `T-76`, `Xx24`, `+Xx24`, `B-21+`, `M(65)-53+`, `T*55`.
+pub fn vietnamese(pos: &Position, m: Move) -> String {
+    western_like(pos, m, vietnamese_letter, true)
+}
+
+/// A square's horizontal coordinate, growing towards the mover's left (file 9 side for Black).
+fn left(c: Color, sq: Square) -> i32 {
+    match c {
+        Color::Black => sq.file_index() as i32,
+        Color::White => 8 - sq.file_index() as i32,
+    }
+}
+
+/// A square's vertical coordinate, growing towards the mover's front.
+fn forward(c: Color, sq: Square) -> i32 {
+    match c {
+        Color::Black => 8 - sq.rank_index() as i32,
+        Color::White => sq.rank_index() as i32,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Motion {
+    Up,
+    Sideways,
+    Back,
+}
+
+impl Motion {
+    fn word(self) -> &'static str {
+        match self {
+            Motion::Up => "上",
+            Motion::Sideways => "寄",
+            Motion::Back => "引",
+        }
+    }
+}
+
+fn motion(c: Color, from: Square, to: Square) -> Motion {
+    match forward(c, to) - forward(c, from) {
+        d if d > 0 => Motion::Up,
+        0 => Motion::Sideways,
+        _ => Motion::Back,
+    }
+}
+
+/// 左/右/直 of an origin relative to the destination (golds, silvers, knights, bishops, rooks).
+fn side_word(c: Color, from: Square, to: Square) -> Option<&'static str> {
+    match left(c, from) - left(c, to) {
+        d if d > 0 => Some("左"),
+        d if d < 0 => Some("右"),
+        _ if forward(c, to) > forward(c, from) => Some("直"),
+        _ => None,
+    }
+}
+
+/// 左/右 of an origin relative to the other origins (dragons and horses).
+fn relative_side_word(c: Color, from: Square, others: &[Square]) -> Option<&'static str> {
+    if others.is_empty() {
+        return None;
+    }
+    if others.iter().all(|&o| left(c, from) > left(c, o)) {
+        Some("左")
+    } else if others.iter().all(|&o| left(c, from) < left(c, o)) {
+        Some("右")
+    } else {
+        None
+    }
+}
+
+/// The KI2 words that tell the moving piece from the others of its kind that could move to the
+/// same square: motion (上/寄/引) when that alone tells them apart, else position (左/右/直),
+/// else both (`左上`). Dragons and horses use 左/右 relative to each other and never 直.
+fn disambiguation(c: Color, pt: PieceType, from: Square, to: Square, others: &[Square]) -> String {
+    if others.is_empty() {
+        return String::new();
+    }
+    let mot = motion(c, from, to);
+    if others.iter().all(|&o| motion(c, o, to) != mot) {
+        return mot.word().to_string();
+    }
+    if matches!(pt, PieceType::Dragon | PieceType::Horse) {
+        if let Some(w) = relative_side_word(c, from, others) {
+            return w.to_string();
+        }
+        let same: Vec<Square> = others.iter().copied().filter(|&o| motion(c, o, to) == mot).collect();
+        return match relative_side_word(c, from, &same) {
+            Some(w) => format!("{w}{}", mot.word()),
+            None => mot.word().to_string(),
+        };
+    }
+    match side_word(c, from, to) {
+        Some(w) if others.iter().all(|&o| side_word(c, o, to) != Some(w)) => w.to_string(),
+        Some(w) => format!("{w}{}", mot.word()),
+        None => mot.word().to_string(),
+    }
+}
+
+/// Japanese notation as KI2 writes it, without the ▲/△ mark: `７六歩`, `同　歩` (but `同歩成`,
+/// `同金右`, `同成銀`: the space only pads a three-character text), `５八金右`,
+/// `５二金直`, `２四龍引`, `５五角打` (打 only when a board piece of the kind could also move
+/// there), `２二角成`, `２一銀不成`. `previous_to` is the destination of the previous move, for 同.
+pub fn japanese(pos: &Position, m: Move, previous_to: Option<Square>) -> String {
+    let pt = moving_type(pos, m);
+    let c = pos.side_to_move();
+    let name = japanese_piece_name(pt);
+    let mut suffix = String::new();
+    if m.is_drop() {
+        if !other_sources(pos, m, pt).is_empty() {
+            suffix.push('打');
+        }
+    } else {
+        suffix.push_str(&disambiguation(c, pt, m.from(), m.to(), &other_sources(pos, m, pt)));
+        if m.is_promotion() {
+            suffix.push('成');
+        } else if promotion_possible(pos, m) {
+            suffix.push_str("不成");
+        }
+    }
+    let mut s = String::new();
+    if previous_to == Some(m.to()) {
+        s.push('同');
+        // A full-width space keeps `同　歩` three characters wide; longer texts need none.
+        if name.chars().count() == 1 && suffix.is_empty() {
+            s.push('　');
+        }
+    } else {
+        s.push_str(&japanese_square(m.to()));
+    }
+    s.push_str(name);
+    s.push_str(&suffix);
+    s
+}
+
+/// [`japanese`] with the mover's mark: `▲７六歩` for Black, `△３四歩` for White.
+pub fn japanese_with_mark(pos: &Position, m: Move, previous_to: Option<Square>) -> String {
+    let mark = if pos.side_to_move() == Color::Black { '▲' } else { '△' };
+    format!("{mark}{}", japanese(pos, m, previous_to))
+}
+
+/// Reads a destination written `７六`, `76` or `7六`.
+pub(crate) fn strip_square(s: &str) -> Option<(Square, &str)> {
+    let mut it = s.char_indices();
+    let (_, f) = it.next()?;
+    let (ri, r) = it.next()?;
+    let file =
+        FILE_DIGITS.iter().position(|&d| d == f).or_else(|| f.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
+    let rank =
+        RANK_KANJI.iter().position(|&d| d == r).or_else(|| r.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
+    let sq = Square::new(file as u8, rank as u8)?;
+    Some((sq, &s[ri + r.len_utf8()..]))
+}
+
+/// Reads one move in Japanese (KI2) notation, with or without ▲△☗☖, such as `７六歩`, `同　歩`,
+/// `５二金直`, `２二角成`, `５五角打`, and returns the legal move it names. `previous_to` is the
+/// previous move's destination (for 同).
+pub fn parse_japanese(pos: &Position, text: &str, previous_to: Option<Square>) -> Result<Move, String> {
+    let s = text.trim();
+    let s = s.trim_start_matches(['▲', '△', '☗', '☖', '▽', '▼']);
+    let (to, rest) = if let Some(rest) = s.strip_prefix('同') {
+        let to = previous_to.ok_or("同 but there is no previous move")?;
+        (to, rest.trim_start_matches(['　', ' ']))
+    } else {
+        strip_square(s).ok_or("expected a destination such as ７六 or 同")?
+    };
+    let (pt, mut rest) = strip_piece_name(rest).ok_or("expected a piece name")?;
+    let mut words: Vec<&str> = Vec::new();
+    while !rest.is_empty() {
+        let w = ["不成", "左", "右", "直", "上", "寄", "引", "行", "入", "打", "成", "生"].into_iter().find(|w| rest.starts_with(w));
+        match w {
+            Some(w) => {
+                words.push(w);
+                rest = &rest[w.len()..];
+            }
+            None => return Err(format!("unexpected {rest:?}")),
+        }
+    }
+    let has = |w: &str| words.contains(&w);
+    let c = pos.side_to_move();
+    let legal = pos.legal_moves();
+    let drop = legal.as_slice().iter().copied().find(|m| m.to() == to && m.drop_piece_type() == Some(pt));
+    let board: Vec<Move> = legal
+        .as_slice()
+        .iter()
+        .copied()
+        .filter(|m| !m.is_drop() && m.to() == to && pos.piece_at(m.from()).map(|p| p.piece_type()) == Some(pt))
+        .collect();
+    if has("打") || (board.is_empty() && drop.is_some()) {
+        return drop.ok_or_else(|| "no legal drop of that piece there".to_string());
+    }
+    let promote = has("成");
+    let mut cands: Vec<Move> = board
+        .iter()
+        .copied()
+        .filter(|m| {
+            if promote {
+                m.is_promotion()
+            } else if has("不成") || has("生") {
+                !m.is_promotion()
+            } else {
+                // No word: not a promotion, unless promotion is forced.
+                !m.is_promotion() || !board.iter().any(|o| o.from() == m.from() && !o.is_promotion())
+            }
+        })
+        .collect();
+    let sources: Vec<Square> = {
+        let mut v: Vec<Square> = board.iter().map(|m| m.from()).collect();
+        v.dedup();
+        v
+    };
+    let mot = |from: Square| motion(c, from, to);
+    cands.retain(|m| {
+        let f = m.from();
+        let others: Vec<Square> = sources.iter().copied().filter(|&o| o != f).collect();
+        words.iter().all(|&w| match w {
+            "上" | "行" | "入" => mot(f) == Motion::Up,
+            "寄" => mot(f) == Motion::Sideways,
+            "引" => mot(f) == Motion::Back,
+            "直" => side_word(c, f, to) == Some("直"),
+            "左" | "右" => {
+                if matches!(pt, PieceType::Dragon | PieceType::Horse) {
+                    let motion_words = words.iter().any(|w| ["上", "寄", "引"].contains(w));
+                    let pool: Vec<Square> =
+                        if motion_words { others.iter().copied().filter(|&o| mot(o) == mot(f)).collect() } else { others.clone() };
+                    relative_side_word(c, f, &pool) == Some(w) || pool.is_empty()
+                } else {
+                    side_word(c, f, to) == Some(w)
+                }
+            }
+            _ => true,
+        })
+    });
+    match cands.as_slice() {
+        [m] => Ok(*m),
+        [] => Err(format!("no legal move matches {text:?}")),
+        _ => Err(format!("{text:?} is ambiguous")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mv(pos: &Position, usi: &str) -> Move {
+        let m = Move::from_usi(usi).unwrap();
+        assert!(pos.is_legal(m), "{usi} illegal in {}", pos.to_sfen());
+        m
+    }
+
+    #[test]
+    fn startpos_moves() {
+        let pos = Position::startpos();
+        let m = mv(&pos, "7g7f");
+        assert_eq!(western(&pos, m), "P-76");
+        assert_eq!(vietnamese(&pos, m), "T-76");
+        assert_eq!(japanese(&pos, m, None), "７六歩");
+        assert_eq!(japanese_with_mark(&pos, m, None), "▲７六歩");
+        // Two golds can reach 5h: 6i (left) and 4i (right).
+        assert_eq!(japanese(&pos, mv(&pos, "6i5h"), None), "５八金左");
+        assert_eq!(japanese(&pos, mv(&pos, "4i5h"), None), "５八金右");
+        assert_eq!(western(&pos, mv(&pos, "6i5h")), "G69-58");
+        assert_eq!(vietnamese(&pos, mv(&pos, "4i5h")), "Vg(49)-58");
+        assert_eq!(japanese(&pos, mv(&pos, "7i7h"), None), "７八銀");
+    }
+
+    #[test]
+    fn golds_straight_and_sides() {
+        // Black golds on 6c, 5c, 4c all reach 5b.
+        let pos = Position::from_sfen("4k4/9/3GGG3/9/9/9/9/9/4K4 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "6c5b"), None), "５二金左");
+        assert_eq!(japanese(&pos, mv(&pos, "5c5b"), None), "５二金直");
+        assert_eq!(japanese(&pos, mv(&pos, "4c5b"), None), "５二金右");
+        // White sees left and right mirrored: golds on 6g, 5g, 4g reaching 5h.
+        let pos = Position::from_sfen("4k4/9/9/9/9/9/3ggg3/9/K8 w - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "6g5h"), None), "５八金右");
+        assert_eq!(japanese(&pos, mv(&pos, "5g5h"), None), "５八金直");
+        assert_eq!(japanese(&pos, mv(&pos, "4g5h"), None), "５八金左");
+    }
+
+    #[test]
+    fn motion_then_position_then_both() {
+        // Golds on 6b (寄 to 5b), 6c (上, left), 4c (上, right).
+        let pos = Position::from_sfen("8k/3G5/3G1G3/9/9/9/9/9/K8 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "6b5b"), None), "５二金寄");
+        assert_eq!(japanese(&pos, mv(&pos, "6c5b"), None), "５二金左上");
+        assert_eq!(japanese(&pos, mv(&pos, "4c5b"), None), "５二金右");
+        for u in ["6b5b", "6c5b", "4c5b"] {
+            let m = mv(&pos, u);
+            assert_eq!(parse_japanese(&pos, &japanese(&pos, m, None), None), Ok(m));
+        }
+    }
+
+    #[test]
+    fn dragons_relative_to_each_other() {
+        // Dragons on 1c and 2b both reach 2d by moving back (引): 1c is the right one.
+        let pos = Position::from_sfen("k8/7+R1/8+R/9/9/9/9/9/K8 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "1c2d"), None), "２四龍右");
+        assert_eq!(japanese(&pos, mv(&pos, "2b2d"), None), "２四龍左");
+    }
+
+    #[test]
+    fn drops_promotions_and_same() {
+        // A silver in hand and a silver on 4i that can reach 5h: the drop needs 打.
+        let pos = Position::from_sfen("4k4/9/9/9/9/9/9/9/4KS3 b S 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "S*5h"), None), "５八銀打");
+        assert_eq!(japanese(&pos, mv(&pos, "S*5e"), None), "５五銀");
+        assert_eq!(western(&pos, mv(&pos, "S*5h")), "S*58");
+        let pos = Position::from_sfen("4k4/9/3S5/9/9/9/9/9/4K4 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "6c6b+"), None), "６二銀成");
+        assert_eq!(japanese(&pos, mv(&pos, "6c6b"), None), "６二銀不成");
+        assert_eq!(western(&pos, mv(&pos, "6c6b")), "S-62=");
+        assert_eq!(western(&pos, mv(&pos, "6c6b+")), "S-62+");
+        let pos = Position::from_sfen("lnsgkgsnl/1r5b1/pppppp1pp/6p2/9/2P6/PP1PPPPPP/1B5R1/LNSGKGSNL b - 3").unwrap();
+        let m = mv(&pos, "8h2b+");
+        assert_eq!(western(&pos, m), "Bx22+");
+        assert_eq!(vietnamese(&pos, m), "Tgx22+");
+        let mut after = pos.clone();
+        after.do_move(m);
+        let r = mv(&after, "3a2b");
+        assert_eq!(japanese(&after, r, Some(m.to())), "同　銀");
+        assert_eq!(parse_japanese(&after, "△同　銀", Some(m.to())), Ok(r));
+        assert_eq!(parse_japanese(&after, "△同銀", Some(m.to())), Ok(r));
+        // With a suffix there is no padding space: 同角成, 同角不成.
+        let pos = Position::from_sfen("4k4/6s2/9/9/4B4/9/9/9/4K4 w - 1").unwrap();
+        let mut after = pos.clone();
+        let p = mv(&pos, "3b3c");
+        after.do_move(p);
+        assert_eq!(japanese(&after, mv(&after, "5e3c+"), Some(p.to())), "同角成");
+        assert_eq!(japanese(&after, mv(&after, "5e3c"), Some(p.to())), "同角不成");
+        assert_eq!(parse_japanese(&after, "▲同　角成", Some(p.to())), Ok(mv(&after, "5e3c+")));
+    }
+
+    #[test]
+    fn knights_and_promoted_names() {
+        let pos = Position::from_sfen("4k4/9/9/9/3N1N3/9/9/9/4K4 b - 1").unwrap();
+        assert_eq!(western(&pos, mv(&pos, "6e5c+")), "N65-53+");
+        assert_eq!(vietnamese(&pos, mv(&pos, "6e5c+")), "M(65)-53+");
+        assert_eq!(japanese(&pos, mv(&pos, "6e5c+"), None), "５三桂左成");
+        assert_eq!(japanese(&pos, mv(&pos, "4e5c"), None), "５三桂右不成");
+        let pos = Position::from_sfen("4k4/9/9/9/9/9/9/9/4K+S3 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "4i4h"), None), "４八成銀");
+        assert_eq!(western(&pos, mv(&pos, "4i4h")), "+S-48");
+        assert_eq!(vietnamese(&pos, mv(&pos, "4i4h")), "+B-48");
+    }
+}
