@@ -51,7 +51,7 @@ impl Position {
             side_to_move,
             king_squares: [Square::from_index_unchecked(0); 2],
             move_number,
-            states: Vec::with_capacity(256),
+            states: Vec::with_capacity(32),
         };
         for sq in Square::all() {
             if let Some(p) = board[sq.index()] {

@@ -1,0 +1,37 @@
+//! `koma bench …`: the speed figures each stage promises, measured in one process and one run so
+//! that ratios against reference implementations are meaningful on a shared, noisy machine.
+
+use anyhow::Result;
+use clap::Subcommand;
+
+mod mcts;
+mod nn;
+mod rules;
+mod train;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    target: Target,
+}
+
+#[derive(Debug, Subcommand)]
+enum Target {
+    /// perft and legal-move generation speed, against cshogi's perft in the same run.
+    Rules(rules::Args),
+    /// Search simulations per second with a zero-cost evaluator, and bytes per node.
+    Mcts(mcts::Args),
+    /// Network throughput (encode / forward / evaluate / plain tch) by batch size, tiny and standard nets.
+    Nn(nn::Args),
+    /// Training samples/s at batch 256, tiny and standard nets, against the same training in plain PyTorch.
+    Train(train::Args),
+}
+
+pub fn run(args: Args) -> Result<()> {
+    match args.target {
+        Target::Rules(a) => rules::run(a),
+        Target::Mcts(a) => mcts::run(a),
+        Target::Nn(a) => nn::run(a),
+        Target::Train(a) => train::run(a),
+    }
+}

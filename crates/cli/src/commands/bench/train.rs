@@ -1,0 +1,101 @@
+//! `koma bench train`: training samples per second at batch 256 for the tiny and standard
+//! networks, koma's trainer against the identical network and batch in plain PyTorch
+//! (python/koma/bench_train.py) in the same run; the ratio must be at least 1. See
+//! koma_train::bench.
+
+use anyhow::Result;
+use koma_nn::{ModelConfig, Precision};
+use koma_train::bench::{run as bench, BenchOptions};
+use koma_train::TrainConfig;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Networks: presets (tiny, standard) or model config files.
+    #[arg(long, value_delimiter = ',', default_value = "tiny,standard")]
+    nets: Vec<String>,
+    #[arg(long, default_value_t = 256)]
+    batch_size: usize,
+    /// Seconds per measurement (after a warm-up step; at least --min-steps steps).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    #[arg(long, default_value_t = 2)]
+    min_steps: usize,
+    /// Alternate koma and PyTorch this many times, keeping the best of each.
+    #[arg(long, default_value_t = 2)]
+    rounds: usize,
+    /// Python with torch for the reference.
+    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
+    python: String,
+    /// Skip the PyTorch reference (no ratio).
+    #[arg(long)]
+    no_pytorch: bool,
+    /// Also measure `koma train` end to end (shards in a temporary directory, loader thread).
+    #[arg(long)]
+    end_to_end: bool,
+    /// cpu, cuda, cuda:N or auto.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// auto, f32, f16 or bf16 (half precision on CUDA only).
+    #[arg(long, default_value = "f32")]
+    precision: String,
+    /// libtorch CPU threads (default: libtorch's choice); PyTorch gets the same.
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let nets = args
+        .nets
+        .iter()
+        .map(|n| Ok((n.clone(), ModelConfig::from_preset_or_file(n)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let config = TrainConfig {
+        device: args.device.clone(),
+        precision: args.precision.parse::<Precision>()?,
+        threads: args.threads,
+        batch_size: args.batch_size,
+        ..TrainConfig::default()
+    };
+    config.validate()?;
+    let options = BenchOptions {
+        nets,
+        batch_size: args.batch_size,
+        seconds: args.seconds,
+        min_steps: args.min_steps,
+        rounds: args.rounds,
+        python: (!args.no_pytorch).then(|| args.python.clone()),
+        end_to_end: args.end_to_end,
+        config,
+    };
+    let json = args.json;
+    let report = bench(&options, &mut |line| {
+        if !json {
+            eprintln!("{line}");
+        }
+    })?;
+    if json {
+        println!("{}", serde_json::to_string(&report)?);
+    } else {
+        println!("device {} ({}), {} threads, batch {}", report.device, report.precision, report.threads, args.batch_size);
+        for n in &report.nets {
+            let py = n.pytorch.as_ref().map(|p| format!("{:.1}", p.samples_per_second)).unwrap_or_else(|| "-".into());
+            let ratio = n.ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into());
+            println!(
+                "{:>10} ({}): koma {:.1} samples/s, pytorch {py} samples/s, ratio {ratio}{}",
+                n.name,
+                n.describe,
+                n.koma.samples_per_second,
+                n.end_to_end.as_ref().map(|e| format!(", end to end {:.1} samples/s", e.samples_per_second)).unwrap_or_default()
+            );
+        }
+        match report.ratio_ok {
+            Some(true) => println!("ratio ≥ 1 for every net: ok"),
+            Some(false) => println!("ratio BELOW 1 for some net"),
+            None => {}
+        }
+    }
+    Ok(())
+}

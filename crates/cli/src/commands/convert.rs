@@ -1,0 +1,79 @@
+//! `koma convert`: game records between CSA, KIF/KIFU, KI2, USI and SFEN move lists, for one file
+//! or a whole directory; or a record as readable move text (`--to notation`).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use koma_shogi::record::{self, notation, Format, GameRecord};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Input format: csa, kif, kifu, ki2, usi or sfen.
+    #[arg(long)]
+    from: String,
+    /// Output format: csa, kif (Shift_JIS), kifu (UTF-8), ki2, usi, sfen, or notation.
+    #[arg(long)]
+    to: String,
+    /// Move text style for `--to notation`: western, vietnamese or japanese.
+    #[arg(long, default_value = "western")]
+    style: String,
+    /// A record file or a directory of them.
+    input: PathBuf,
+    /// Output file or directory (default: stdout for a file, in place for a directory).
+    output: Option<PathBuf>,
+}
+
+fn format(name: &str, flag: &str) -> Result<Format> {
+    Format::from_name(name).with_context(|| format!("{flag} {name:?}: expected csa, kif, kifu, ki2, usi or sfen"))
+}
+
+/// One numbered move per line in the chosen style.
+fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
+    let mut pos = game.start.clone();
+    let mut out = String::new();
+    let mut previous_to = None;
+    for (i, m) in game.moves.iter().enumerate() {
+        let text = match style {
+            "western" => notation::western(&pos, m.mv),
+            "vietnamese" => notation::vietnamese(&pos, m.mv),
+            "japanese" => notation::japanese_with_mark(&pos, m.mv, previous_to),
+            other => bail!("--style {other:?}: expected western, vietnamese or japanese"),
+        };
+        out.push_str(&format!("{:>4} {text}\n", i + 1));
+        previous_to = Some(m.mv.to());
+        pos.do_move(m.mv);
+    }
+    if let Some(result) = game.result {
+        out.push_str(&format!("     {:?} {:?}\n", result.reason, result.winner));
+    }
+    Ok(out)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let from = format(&args.from, "--from")?;
+    if args.to == "notation" {
+        let games = record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
+        let mut text = String::new();
+        for game in &games {
+            text.push_str(&notation_text(game, &args.style)?);
+        }
+        match &args.output {
+            Some(path) => std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?,
+            None => print!("{text}"),
+        }
+        return Ok(());
+    }
+    let to = format(&args.to, "--to")?;
+    let summary = record::convert_path(&args.input, from, to, args.output.as_deref())?;
+    for error in &summary.errors {
+        eprintln!("koma: error: {error}");
+    }
+    let files = summary.converted.len();
+    if args.output.is_some() || args.input.is_dir() {
+        eprintln!("converted {} games in {files} files, {} files failed", summary.games(), summary.errors.len());
+    }
+    if !summary.is_ok() {
+        bail!("{} of {} files could not be converted", summary.errors.len(), files + summary.errors.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! One module per subcommand. To add one: write `foo.rs` with an `Args` struct (clap `Args`) and
+//! `pub fn run(args: Args) -> anyhow::Result<()>`, then add a variant below and its match arm.
+
+use clap::Subcommand;
+
+mod bench;
+mod convert;
+mod encode;
+mod eval;
+mod export;
+mod info;
+mod init;
+mod nn_args;
+mod perft;
+mod rules;
+mod show;
+mod train;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show the koma version, the libtorch it loaded and whether CUDA is usable.
+    Info(info::Args),
+    /// Count the leaves of the legal-move tree to a depth (bulk-counted perft).
+    Perft(perft::Args),
+    /// Rules oracle: read USI position lines on stdin, write legal moves, check and status as JSON.
+    Rules(rules::Args),
+    /// Print a board diagram of a position with both hands.
+    Show(show::Args),
+    /// Convert game records between CSA, KIF/KIFU, KI2, USI and SFEN, or print them as move text.
+    Convert(convert::Args),
+    /// Measure the speed figures each stage promises (`koma bench rules`, …).
+    Bench(bench::Args),
+    /// Write dlshogi features and move labels of `<sfen> [<usi-move>]` lines to HDF5.
+    Encode(encode::Args),
+    /// Create a freshly initialised network checkpoint (weights + JSON sidecar).
+    Init(init::Args),
+    /// Evaluate positions with a network: W/D/L and the top moves with priors.
+    Eval(eval::Args),
+    /// Export a checkpoint to ONNX (dlshogi interface) or as a verified safetensors copy.
+    Export(export::Args),
+    /// Train a network on shards (self-play or imported records): checkpoints, metrics, exact --resume, --follow.
+    Train(train::Args),
+}
+
+impl Command {
+    pub fn run(self) -> anyhow::Result<()> {
+        match self {
+            Command::Info(args) => info::run(args),
+            Command::Perft(args) => perft::run(args),
+            Command::Rules(args) => rules::run(args),
+            Command::Show(args) => show::run(args),
+            Command::Bench(args) => bench::run(args),
+            Command::Convert(args) => convert::run(args),
+            Command::Encode(args) => encode::run(args),
+            Command::Init(args) => init::run(args),
+            Command::Eval(args) => eval::run(args),
+            Command::Export(args) => export::run(args),
+            Command::Train(args) => train::run(args),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Command-line options shared by the subcommands that run a network (`eval`, `bench nn`, …).
+
+use anyhow::Result;
+use koma_nn::{DeviceSpec, Precision, RunOptions};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunArgs {
+    /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available).
+    #[arg(long, default_value = "auto", env = "KOMA_DEVICE")]
+    pub device: String,
+    /// Weights and activations: auto (f16 on CUDA, f32 on CPU), f32, f16 or bf16 (CUDA only).
+    #[arg(long, default_value = "auto")]
+    pub precision: String,
+    /// libtorch threads for CPU inference (default: libtorch's choice, usually the core count).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl RunArgs {
+    pub fn options(&self) -> Result<RunOptions> {
+        Ok(RunOptions {
+            device: self.device.parse::<DeviceSpec>()?,
+            precision: self.precision.parse::<Precision>()?,
+            cpu_threads: self.threads,
+        })
+    }
+}

@@ -1,0 +1,79 @@
+//! `koma rules`: the rules oracle interface. Reads USI position arguments, one per line, and writes
+//! one JSON line for each: the sorted legal moves, whether the side to move is in check, the game
+//! status and the SFEN — or `{"error": …}`. It never stops on a bad line.
+
+use std::io::{BufRead, Write};
+
+use anyhow::{bail, Result};
+use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
+use koma_shogi::usi::parse_position;
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Plies after which the game is drawn.
+    #[arg(long, default_value_t = 512)]
+    max_plies: u32,
+    /// At the move limit: `draw`, or `checks` to play on while a series of checks continues (JSA).
+    #[arg(long, default_value = "draw")]
+    max_moves_rule: String,
+    /// Impasse rule: `csa27` (CSA 27-point declaration), `jsa24` (24-point: 31+ wins, 24–30 draws),
+    /// `try` (the Try rule) or `none`.
+    #[arg(long, default_value = "csa27")]
+    impasse: String,
+}
+
+fn game_rules(args: &Args) -> Result<GameRules> {
+    let Some(impasse) = ImpasseRule::from_name(&args.impasse) else {
+        bail!("--impasse {:?}: expected csa27, jsa24, try or none", args.impasse);
+    };
+    let max_moves_rule = match args.max_moves_rule.as_str() {
+        "draw" => MaxMovesRule::Draw,
+        "checks" => MaxMovesRule::DrawAfterChecks,
+        other => bail!("--max-moves-rule {other:?}: expected draw or checks"),
+    };
+    Ok(GameRules { max_plies: args.max_plies, max_moves_rule, impasse, ..GameRules::default() })
+}
+
+/// The JSON answer for one input line.
+fn answer(line: &str, rules: &GameRules) -> serde_json::Value {
+    match parse_position(line) {
+        Err(err) => json!({ "error": err.to_string() }),
+        Ok(pos) => {
+            let mut legal: Vec<String> = pos.legal_moves().iter().map(|m| m.to_usi()).collect();
+            legal.sort_unstable();
+            json!({
+                "legal": legal,
+                "in_check": pos.in_check(),
+                "status": pos.status(rules).name(),
+                "sfen": pos.to_sfen(),
+            })
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let rules = game_rules(&args)?;
+    let stdin = std::io::stdin();
+    let mut input = stdin.lock();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if input.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        let line = String::from_utf8_lossy(&buf);
+        let line = line.trim_end_matches(['\n', '\r']);
+        // A bug must not take the oracle down with the rest of the batch: report it as an error line.
+        let value = std::panic::catch_unwind(|| answer(line, &rules))
+            .unwrap_or_else(|_| json!({ "error": format!("internal error while handling {line:?}") }));
+        writeln!(out, "{value}")?;
+        if input.fill_buf().map(|b| b.is_empty()).unwrap_or(true) {
+            out.flush()?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}

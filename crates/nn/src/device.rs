@@ -1,0 +1,192 @@
+//! Where and in what precision the network runs: `--device cpu|cuda|cuda:N|auto`,
+//! `--precision auto|f32|f16|bf16`, CPU thread count.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use tch::{Cuda, Device, Kind};
+
+use crate::error::{Error, Result};
+
+/// A device as the user names it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DeviceSpec {
+    /// CUDA device 0 when CUDA is usable, else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    /// `cuda` is `cuda:0`.
+    Cuda(usize),
+}
+
+impl FromStr for DeviceSpec {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DeviceSpec> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "auto" => Ok(DeviceSpec::Auto),
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "cuda" | "gpu" => Ok(DeviceSpec::Cuda(0)),
+            _ => match t.strip_prefix("cuda:") {
+                Some(n) => n.parse().map(DeviceSpec::Cuda).map_err(|_| Error::Device(s.to_string())),
+                None => Err(Error::Device(s.to_string())),
+            },
+        }
+    }
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSpec::Auto => f.write_str("auto"),
+            DeviceSpec::Cpu => f.write_str("cpu"),
+            DeviceSpec::Cuda(n) => write!(f, "cuda:{n}"),
+        }
+    }
+}
+
+impl DeviceSpec {
+    /// The tch device, checking that a requested CUDA device exists.
+    pub fn resolve(self) -> Result<Device> {
+        match self {
+            DeviceSpec::Cpu => Ok(Device::Cpu),
+            DeviceSpec::Auto => Ok(if Cuda::is_available() { Device::Cuda(0) } else { Device::Cpu }),
+            DeviceSpec::Cuda(n) => {
+                if !Cuda::is_available() {
+                    return Err(Error::Unavailable(format!(
+                        "device cuda:{n} requested but CUDA is not available (no GPU, no driver, or a CPU-only libtorch)"
+                    )));
+                }
+                let count = Cuda::device_count() as usize;
+                if n >= count {
+                    return Err(Error::Unavailable(format!(
+                        "device cuda:{n} requested but only {count} CUDA device(s) exist"
+                    )));
+                }
+                Ok(Device::Cuda(n))
+            }
+        }
+    }
+}
+
+/// The name of a tch device, as the user would write it.
+pub fn device_name(device: Device) -> String {
+    match device {
+        Device::Cpu => "cpu".into(),
+        Device::Cuda(n) => format!("cuda:{n}"),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
+/// Floating-point type of the inference weights and activations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// f16 on CUDA, f32 on the CPU.
+    #[default]
+    Auto,
+    F32,
+    F16,
+    Bf16,
+}
+
+impl FromStr for Precision {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Precision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Precision::Auto),
+            "f32" | "fp32" | "float" => Ok(Precision::F32),
+            "f16" | "fp16" | "half" => Ok(Precision::F16),
+            "bf16" | "bfloat16" => Ok(Precision::Bf16),
+            _ => Err(Error::Config(format!("unknown precision `{s}` (use auto, f32, f16 or bf16)"))),
+        }
+    }
+}
+
+impl fmt::Display for Precision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Precision::Auto => "auto",
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Bf16 => "bf16",
+        })
+    }
+}
+
+impl Precision {
+    /// The tensor kind used on `device`. Half precision is for CUDA only: on the CPU f16/bf16
+    /// convolutions are slow or missing, so they are refused.
+    pub fn resolve(self, device: Device) -> Result<Kind> {
+        match (self, device) {
+            (Precision::Auto, Device::Cuda(_)) => Ok(Kind::Half),
+            (Precision::Auto, _) | (Precision::F32, _) => Ok(Kind::Float),
+            (Precision::F16, Device::Cuda(_)) => Ok(Kind::Half),
+            (Precision::Bf16, Device::Cuda(_)) => Ok(Kind::BFloat16),
+            (p, d) => Err(Error::Unavailable(format!(
+                "precision {p} is only supported on CUDA devices, not {}",
+                device_name(d)
+            ))),
+        }
+    }
+}
+
+/// Everything about how to run a network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunOptions {
+    pub device: DeviceSpec,
+    pub precision: Precision,
+    /// libtorch intra-op threads for CPU inference (`None`: libtorch's default). This is a
+    /// process-wide libtorch setting.
+    pub cpu_threads: Option<usize>,
+}
+
+impl RunOptions {
+    pub fn cpu() -> RunOptions {
+        RunOptions { device: DeviceSpec::Cpu, precision: Precision::F32, cpu_threads: None }
+    }
+
+    /// Applies the thread setting and resolves device and kind.
+    pub fn resolve(&self) -> Result<(Device, Kind)> {
+        if let Some(n) = self.cpu_threads {
+            tch::set_num_threads(n.max(1) as i32);
+        }
+        let device = self.device.resolve()?;
+        Ok((device, self.precision.resolve(device)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_devices() {
+        assert_eq!("cpu".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cpu);
+        assert_eq!("auto".parse::<DeviceSpec>().unwrap(), DeviceSpec::Auto);
+        assert_eq!("cuda".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(0));
+        assert_eq!("CUDA:3".parse::<DeviceSpec>().unwrap(), DeviceSpec::Cuda(3));
+        assert!("cuda:x".parse::<DeviceSpec>().is_err());
+        assert!("tpu".parse::<DeviceSpec>().is_err());
+        assert_eq!(DeviceSpec::Cuda(2).to_string(), "cuda:2");
+    }
+
+    #[test]
+    fn precisions() {
+        assert_eq!("fp16".parse::<Precision>().unwrap(), Precision::F16);
+        assert_eq!(Precision::Auto.resolve(Device::Cpu).unwrap(), Kind::Float);
+        assert_eq!(Precision::Auto.resolve(Device::Cuda(0)).unwrap(), Kind::Half);
+        assert_eq!(Precision::Bf16.resolve(Device::Cuda(0)).unwrap(), Kind::BFloat16);
+        assert!(Precision::F16.resolve(Device::Cpu).is_err());
+    }
+
+    #[test]
+    fn missing_cuda_is_a_clear_error() {
+        if !Cuda::is_available() {
+            let err = DeviceSpec::Cuda(0).resolve().unwrap_err().to_string();
+            assert!(err.contains("CUDA is not available"), "{err}");
+            assert_eq!(DeviceSpec::Auto.resolve().unwrap(), Device::Cpu);
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! Errors of koma-nn. Messages name the file and, for mismatches, the field that differs.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+
+    /// The file is not a valid checkpoint: unreadable header, wrong hash, missing tensors, …
+    #[error("{}: corrupt or invalid checkpoint: {reason}", path.display())]
+    Corrupt { path: PathBuf, reason: String },
+
+    /// The checkpoint's architecture differs from the one asked for.
+    #[error("{}: architecture mismatch: `{field}` is {found} in the checkpoint but {expected} was expected", path.display())]
+    ArchitectureMismatch { path: PathBuf, field: String, found: String, expected: String },
+
+    /// The checkpoint was trained with another input/output encoding.
+    #[error("{}: encoding mismatch: `{field}` is {found} in the checkpoint but {expected} was expected (this koma encodes dlshogi v{})", path.display(), crate::encoding::ENCODING_VERSION)]
+    EncodingMismatch { path: PathBuf, field: String, found: String, expected: String },
+
+    #[error("invalid model config: {0}")]
+    Config(String),
+
+    #[error("invalid device `{0}` (use cpu, cuda, cuda:N or auto)")]
+    Device(String),
+
+    #[error("{0}")]
+    Unavailable(String),
+
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+
+    #[error("the inference thread has stopped")]
+    InferenceStopped,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io { path: path.into(), source }
+    }
+
+    pub(crate) fn corrupt(path: impl Into<PathBuf>, reason: impl Into<String>) -> Error {
+        Error::Corrupt { path: path.into(), reason: reason.into() }
+    }
+}

@@ -1,0 +1,31 @@
+//! koma-nn: the neural network side of koma.
+//!
+//! - [`encoding`]: dlshogi-compatible input features (62 + 57 planes of 9×9) and the 2187 move
+//!   labels, batch encoding into reusable buffers, legal-move masks and prior extraction.
+//! - [`config`]: the architecture as a serde struct ([`ModelConfig`]).
+//! - [`model`]: the residual network in tch ([`Net`]).
+//! - [`checkpoint`]: `model-STEP.safetensors` + JSON sidecar, verified on load.
+//! - [`device`]: `cpu|cuda|cuda:N|auto`, precision (f32/f16/bf16), CPU threads.
+//! - [`inference`]: [`Network`] and batched evaluation from many threads ([`SharedNetwork`],
+//!   [`InferenceServer`]).
+//!
+//! docs/nn.md describes the encoding, the architecture and the checkpoint format.
+
+pub mod checkpoint;
+pub mod config;
+pub mod device;
+pub mod encoding;
+mod error;
+pub mod inference;
+pub mod model;
+
+pub use checkpoint::{CheckpointMeta, EncodingInfo, TrainingInfo};
+pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
+pub use device::{DeviceSpec, Precision, RunOptions};
+pub use encoding::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
+pub use error::{Error, Result};
+pub use inference::{
+    Evaluation, InferenceClient, InferenceHandle, InferenceServer, Network, RawOutput, ServerOptions, ServerStats,
+    SharedNetwork,
+};
+pub use model::Net;

@@ -1,0 +1,299 @@
+//! The residual network in tch. python/koma/model.py builds the same modules under the same
+//! parameter names; keep the two in step (the parity test compares their outputs).
+//!
+//! ```text
+//! input1 (N,62,9,9) ┐
+//!                   ├ cat → conv3×3 → BN → act                         stem
+//! input2 (N,57,9,9) ┘
+//!   × blocks:  conv3×3 → BN → act → conv3×3 → BN → [SE] → + skip → act  (or a global-pooling block)
+//! policy:  conv3×3 (P) → BN → act → conv1×1 (27) → flatten (27·81) + bias[2187]  → logits
+//! value:   conv1×1 (V) → BN → act → flatten (V·81) → FC (H) → act → FC (3)       → W/D/L logits
+//! ```
+//! Parameter names (PyTorch `state_dict` keys):
+//! `stem.conv.weight`, `stem.bn.{weight,bias,running_mean,running_var}`,
+//! `blocks.I.conv1.weight`, `blocks.I.bn1.*`, `blocks.I.conv2.weight`, `blocks.I.bn2.*`,
+//! `blocks.I.se.fc1.{weight,bias}`, `blocks.I.se.fc2.{weight,bias}`, and in global-pooling blocks
+//! also `blocks.I.conv1g.weight`, `blocks.I.bn1g.*`, `blocks.I.gpool_fc.weight`;
+//! `policy.conv.weight`, `policy.bn.*`, `policy.out.weight`, `policy.bias`,
+//! `value.conv.weight`, `value.bn.*`, `value.fc1.{weight,bias}`, `value.fc2.{weight,bias}`.
+
+use tch::nn::{self, Module, ModuleT};
+use tch::{Kind, Tensor};
+
+use crate::config::{Activation, ModelConfig};
+use crate::encoding::{FEATURES1_NUM, FEATURES2_NUM, MOVE_DIRECTIONS, MOVE_LABELS, SQUARES};
+
+/// Outputs of the value head, in this order: win, draw, loss for the side to move.
+pub const VALUE_OUTPUTS: usize = 3;
+
+fn act(a: Activation, x: &Tensor) -> Tensor {
+    match a {
+        Activation::Relu => x.relu(),
+        Activation::Swish => x.silu(),
+        Activation::Mish => x.mish(),
+    }
+}
+
+fn conv(p: nn::Path, cin: usize, cout: usize, k: usize, bias: bool) -> nn::Conv2D {
+    nn::conv2d(
+        p,
+        cin as i64,
+        cout as i64,
+        k as i64,
+        nn::ConvConfig { padding: (k / 2) as i64, bias, ..Default::default() },
+    )
+}
+
+fn bn(p: nn::Path, c: usize) -> nn::BatchNorm {
+    // PyTorch's defaults (weight 1, bias 0); tch's default weight init is uniform(0, 1).
+    nn::batch_norm2d(p, c as i64, nn::BatchNormConfig { ws_init: nn::Init::Const(1.0), ..Default::default() })
+}
+
+fn linear(p: nn::Path, cin: usize, cout: usize, bias: bool) -> nn::Linear {
+    nn::linear(p, cin as i64, cout as i64, nn::LinearConfig { bias, ..Default::default() })
+}
+
+struct SqueezeExcite {
+    fc1: nn::Linear,
+    fc2: nn::Linear,
+}
+
+impl SqueezeExcite {
+    fn forward(&self, a: Activation, x: &Tensor) -> Tensor {
+        let (n, c) = (x.size()[0], x.size()[1]);
+        let s = x.mean_dim(&[2i64, 3][..], false, None::<Kind>);
+        let s = self.fc2.forward(&act(a, &self.fc1.forward(&s))).sigmoid();
+        x * s.view([n, c, 1, 1])
+    }
+}
+
+/// The global-pooling part of a block: `conv1g` → BN → act → [mean, max] → FC → bias.
+struct GlobalPool {
+    conv1g: nn::Conv2D,
+    bn1g: nn::BatchNorm,
+    fc: nn::Linear,
+}
+
+struct Block {
+    conv1: nn::Conv2D,
+    bn1: nn::BatchNorm,
+    conv2: nn::Conv2D,
+    bn2: nn::BatchNorm,
+    se: Option<SqueezeExcite>,
+    gpool: Option<GlobalPool>,
+}
+
+impl Block {
+    fn new(p: &nn::Path, config: &ModelConfig, index: usize) -> Block {
+        let c = config.channels;
+        let (regular, gpool) = match config.global_pool {
+            Some(gp) if config.is_global_pool_block(index) => {
+                let g = gp.channels;
+                let gpool = GlobalPool {
+                    conv1g: conv(p / "conv1g", c, g, 3, false),
+                    bn1g: bn(p / "bn1g", g),
+                    fc: linear(p / "gpool_fc", 2 * g, c - g, false),
+                };
+                (c - g, Some(gpool))
+            }
+            _ => (c, None),
+        };
+        let se = config.se.map(|se| {
+            let hidden = c / se.ratio;
+            let q = p / "se";
+            SqueezeExcite { fc1: linear(&q / "fc1", c, hidden, true), fc2: linear(&q / "fc2", hidden, c, true) }
+        });
+        Block {
+            conv1: conv(p / "conv1", c, regular, 3, false),
+            bn1: bn(p / "bn1", regular),
+            conv2: conv(p / "conv2", regular, c, 3, false),
+            bn2: bn(p / "bn2", c),
+            se,
+            gpool,
+        }
+    }
+
+    fn forward(&self, a: Activation, x: &Tensor, train: bool) -> Tensor {
+        let mut y = self.conv1.forward(x);
+        if let Some(g) = &self.gpool {
+            let h = act(a, &g.bn1g.forward_t(&g.conv1g.forward(x), train));
+            let pooled =
+                Tensor::cat(&[h.mean_dim(&[2i64, 3][..], false, None::<Kind>), h.amax(&[2i64, 3][..], false)], 1);
+            let bias = g.fc.forward(&pooled);
+            let (n, c) = (bias.size()[0], bias.size()[1]);
+            y += bias.view([n, c, 1, 1]);
+        }
+        let y = act(a, &self.bn1.forward_t(&y, train));
+        let mut y = self.bn2.forward_t(&self.conv2.forward(&y), train);
+        if let Some(se) = &self.se {
+            y = se.forward(a, &y);
+        }
+        act(a, &(y + x))
+    }
+}
+
+/// The network. Build it on a [`nn::Path`] of a `VarStore`; the store owns the weights.
+pub struct Net {
+    activation: Activation,
+    stem_conv: nn::Conv2D,
+    stem_bn: nn::BatchNorm,
+    blocks: Vec<Block>,
+    policy_conv: nn::Conv2D,
+    policy_bn: nn::BatchNorm,
+    policy_out: nn::Conv2D,
+    policy_bias: Tensor,
+    value_conv: nn::Conv2D,
+    value_bn: nn::BatchNorm,
+    value_fc1: nn::Linear,
+    value_fc2: nn::Linear,
+}
+
+impl std::fmt::Debug for Net {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Net").field("blocks", &self.blocks.len()).finish_non_exhaustive()
+    }
+}
+
+impl Net {
+    /// Creates the variables under `root` (freshly initialised) and the network using them.
+    /// The config must be valid ([`ModelConfig::validate`]).
+    pub fn new(root: &nn::Path, config: &ModelConfig) -> Net {
+        let c = config.channels;
+        let stem = root / "stem";
+        let blocks_path = root / "blocks";
+        let policy = root / "policy";
+        let value = root / "value";
+        Net {
+            activation: config.activation,
+            stem_conv: conv(&stem / "conv", FEATURES1_NUM + FEATURES2_NUM, c, 3, false),
+            stem_bn: bn(&stem / "bn", c),
+            blocks: (0..config.blocks).map(|i| Block::new(&(&blocks_path / i), config, i)).collect(),
+            policy_conv: conv(&policy / "conv", c, config.policy_channels, 3, false),
+            policy_bn: bn(&policy / "bn", config.policy_channels),
+            policy_out: conv(&policy / "out", config.policy_channels, MOVE_DIRECTIONS, 1, false),
+            policy_bias: policy.zeros("bias", &[MOVE_LABELS as i64]),
+            value_conv: conv(&value / "conv", c, config.value_channels, 1, false),
+            value_bn: bn(&value / "bn", config.value_channels),
+            value_fc1: linear(&value / "fc1", config.value_channels * SQUARES, config.value_hidden, true),
+            value_fc2: linear(&value / "fc2", config.value_hidden, VALUE_OUTPUTS, true),
+        }
+    }
+
+    /// Policy logits `(N, 2187)` and W/D/L logits `(N, 3)` from float features
+    /// `(N, 62, 9, 9)` and `(N, 57, 9, 9)` of the weights' kind. `train` selects batch statistics
+    /// (training) or running statistics (inference) in batch norm.
+    pub fn forward_t(&self, input1: &Tensor, input2: &Tensor, train: bool) -> (Tensor, Tensor) {
+        let a = self.activation;
+        let n = input1.size()[0];
+        let x = Tensor::cat(&[input1, input2], 1);
+        let mut x = act(a, &self.stem_bn.forward_t(&self.stem_conv.forward(&x), train));
+        for block in &self.blocks {
+            x = block.forward(a, &x, train);
+        }
+        let p = act(a, &self.policy_bn.forward_t(&self.policy_conv.forward(&x), train));
+        let policy = self.policy_out.forward(&p).view([n, MOVE_LABELS as i64]) + &self.policy_bias;
+        let v = act(a, &self.value_bn.forward_t(&self.value_conv.forward(&x), train));
+        let v = act(a, &self.value_fc1.forward(&v.flatten(1, -1)));
+        let value = self.value_fc2.forward(&v);
+        (policy, value)
+    }
+}
+
+/// Overwrites every variable of `vs` with seeded random values (batch-norm scales and variances
+/// positive, statistics off their defaults), so that a comparison between implementations
+/// exercises every parameter and buffer. For parity tests and `koma init --randomize`.
+pub fn randomize(vs: &tch::nn::VarStore, seed: u64) {
+    let _guard = tch::no_grad_guard();
+    tch::manual_seed(seed as i64);
+    let mut names: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, mut t) in names {
+        let u = Tensor::rand_like(&t);
+        let (lo, hi) = if name.ends_with("running_var") {
+            (0.5, 2.0)
+        } else if name.ends_with("running_mean") || (name.ends_with(".bias") && !name.starts_with("policy.bias")) {
+            (-0.2, 0.2)
+        } else if name.contains(".bn") && name.ends_with(".weight") {
+            (0.5, 1.5)
+        } else if name == "policy.bias" {
+            (-0.5, 0.5)
+        } else {
+            // Weights: keep their initialisation scale, re-drawn symmetric.
+            let bound = t.abs().max().double_value(&[]).max(1e-3);
+            (-bound, bound)
+        };
+        t.copy_(&(u * (hi - lo) + lo));
+    }
+}
+
+/// Number of trainable parameters of a config (weights and biases, not BN running statistics).
+pub fn parameter_count(config: &ModelConfig) -> usize {
+    let c = config.channels;
+    let conv = |cin: usize, cout: usize, k: usize| cin * cout * k * k;
+    let bn = |c: usize| 2 * c;
+    let mut total = conv(FEATURES1_NUM + FEATURES2_NUM, c, 3) + bn(c);
+    for i in 0..config.blocks {
+        let regular = match config.global_pool {
+            Some(gp) if config.is_global_pool_block(i) => {
+                total += conv(c, gp.channels, 3) + bn(gp.channels) + 2 * gp.channels * (c - gp.channels);
+                c - gp.channels
+            }
+            _ => c,
+        };
+        total += conv(c, regular, 3) + bn(regular) + conv(regular, c, 3) + bn(c);
+        if let Some(se) = config.se {
+            let h = c / se.ratio;
+            total += c * h + h + h * c + c;
+        }
+    }
+    let (p, v, h) = (config.policy_channels, config.value_channels, config.value_hidden);
+    total += conv(c, p, 3) + bn(p) + conv(p, MOVE_DIRECTIONS, 1) + MOVE_LABELS;
+    total += conv(c, v, 1) + bn(v) + v * SQUARES * h + h + h * VALUE_OUTPUTS + VALUE_OUTPUTS;
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{GlobalPoolConfig, SeConfig};
+    use tch::Device;
+
+    fn all_variants() -> Vec<ModelConfig> {
+        let mut out = Vec::new();
+        for activation in [Activation::Relu, Activation::Swish, Activation::Mish] {
+            let mut c = ModelConfig::tiny();
+            c.blocks = 3;
+            c.channels = 16;
+            c.activation = activation;
+            out.push(c.clone());
+            c.se = Some(SeConfig { ratio: 4 });
+            c.global_pool = Some(GlobalPoolConfig { every: 2, channels: 4 });
+            out.push(c);
+        }
+        out
+    }
+
+    #[test]
+    fn shapes_and_parameter_count() {
+        for config in all_variants() {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let net = Net::new(&vs.root(), &config);
+            let in1 = Tensor::zeros([4, FEATURES1_NUM as i64, 9, 9], (Kind::Float, Device::Cpu));
+            let in2 = Tensor::ones([4, FEATURES2_NUM as i64, 9, 9], (Kind::Float, Device::Cpu));
+            let (p, v) = net.forward_t(&in1, &in2, false);
+            assert_eq!(p.size(), vec![4, MOVE_LABELS as i64]);
+            assert_eq!(v.size(), vec![4, VALUE_OUTPUTS as i64]);
+            let trainable: usize = vs.trainable_variables().iter().map(|t| t.numel()).sum();
+            assert_eq!(trainable, parameter_count(&config), "{}", config.describe());
+            // Training mode runs too (batch statistics).
+            let (p, _) = net.forward_t(&in1, &in2, true);
+            assert_eq!(p.size(), vec![4, MOVE_LABELS as i64]);
+        }
+    }
+
+    #[test]
+    fn standard_sizes() {
+        assert!(parameter_count(&ModelConfig::standard()) > 6_000_000);
+        assert!(parameter_count(&ModelConfig::tiny()) < 700_000);
+    }
+}

@@ -1,0 +1,238 @@
+//! Checkpoints: save → load gives identical outputs; a different architecture or encoding is
+//! refused naming the field; corrupt files are refused clearly.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use koma_nn::checkpoint::{self, TrainingInfo};
+use koma_nn::config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
+use koma_nn::inference::{Network, RawOutput};
+use koma_nn::{Error, InputBatch, RunOptions};
+use koma_shogi::Position;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!("koma-nn-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn small_config() -> ModelConfig {
+    ModelConfig {
+        blocks: 3,
+        channels: 24,
+        activation: Activation::Mish,
+        se: Some(SeConfig { ratio: 4 }),
+        global_pool: Some(GlobalPoolConfig { every: 2, channels: 8 }),
+        policy_channels: 16,
+        value_channels: 4,
+        value_hidden: 32,
+    }
+}
+
+fn positions() -> Vec<Position> {
+    let mut rng = common::Rng::new(5);
+    common::playout_positions(&mut rng, 1, 60, 10)
+}
+
+fn outputs(net: &Network, positions: &[Position]) -> RawOutput {
+    let mut batch = InputBatch::new();
+    batch.encode(positions);
+    let mut out = RawOutput::new();
+    net.forward(&batch, &mut out).unwrap();
+    out
+}
+
+fn saved(dir: &TempDir, name: &str) -> (Network, PathBuf) {
+    let mut net = Network::new(&small_config(), &RunOptions::cpu(), Some(1)).unwrap();
+    koma_nn::model::randomize(net.var_store(), 2);
+    let path = dir.join(name);
+    net.save(
+        &path,
+        &TrainingInfo { step: 1234, samples_seen: 567_890, parent: Some("model-00001000.safetensors".into()) },
+    )
+    .unwrap();
+    (net, path)
+}
+
+fn sidecar_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(checkpoint::sidecar_path(path)).unwrap()).unwrap()
+}
+
+fn write_sidecar(path: &Path, v: &serde_json::Value) {
+    std::fs::write(checkpoint::sidecar_path(path), serde_json::to_string_pretty(v).unwrap()).unwrap();
+}
+
+#[test]
+fn round_trip_gives_identical_outputs() {
+    let dir = TempDir::new("ckpt-roundtrip");
+    let (net, path) = saved(&dir, &checkpoint::file_name(1234));
+    assert!(path.ends_with("model-00001234.safetensors"));
+    let meta = sidecar_json(&path);
+    assert_eq!(meta["format"], "koma-checkpoint");
+    assert_eq!(meta["encoding"], serde_json::json!({"name": "dlshogi", "version": 1}));
+    assert_eq!(meta["step"], 1234);
+    assert_eq!(meta["samples_seen"], 567_890);
+    assert_eq!(meta["parent"], "model-00001000.safetensors");
+    assert_eq!(meta["weights_file"], "model-00001234.safetensors");
+    assert_eq!(meta["weights_sha256"].as_str().unwrap().len(), 64);
+    assert_eq!(meta["model"]["activation"], "mish");
+
+    let loaded = Network::load(&path, &RunOptions::cpu()).unwrap();
+    assert_eq!(loaded.config(), &small_config());
+    assert_eq!(loaded.meta().unwrap().step, 1234);
+    let ps = positions();
+    let (a, b) = (outputs(&net, &ps), outputs(&loaded, &ps));
+    assert_eq!(a.policy_all(), b.policy_all(), "policy logits differ after a round trip");
+    assert_eq!(a.wdl_all(), b.wdl_all());
+
+    // Also through load_expecting with the right architecture, and a second save is
+    // byte-identical apart from the timestamp (deterministic serialisation).
+    let again = Network::load_expecting(&path, &small_config(), &RunOptions::cpu()).unwrap();
+    assert_eq!(outputs(&again, &ps).policy_all(), a.policy_all());
+    let mut again = again;
+    let path2 = dir.join("copy.safetensors");
+    again.save(&path2, &TrainingInfo::default()).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&path2).unwrap());
+    // No temporary files left behind.
+    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn architecture_mismatch_names_the_field() {
+    let dir = TempDir::new("ckpt-arch");
+    let (_, path) = saved(&dir, "model.safetensors");
+    let mut other = small_config();
+    other.blocks = 4;
+    let err = Network::load_expecting(&path, &other, &RunOptions::cpu()).unwrap_err();
+    match &err {
+        Error::ArchitectureMismatch { field, found, expected, .. } => {
+            assert_eq!((field.as_str(), found.as_str(), expected.as_str()), ("blocks", "3", "4"));
+        }
+        e => panic!("unexpected error {e}"),
+    }
+    assert!(err.to_string().contains("`blocks` is 3 in the checkpoint but 4 was expected"), "{err}");
+
+    let mut other = small_config();
+    other.global_pool = Some(GlobalPoolConfig { every: 2, channels: 4 });
+    let err = Network::load_expecting(&path, &other, &RunOptions::cpu()).unwrap_err().to_string();
+    assert!(err.contains("`global_pool.channels` is 8"), "{err}");
+    let mut other = small_config();
+    other.activation = Activation::Relu;
+    let err = Network::load_expecting(&path, &other, &RunOptions::cpu()).unwrap_err().to_string();
+    assert!(err.contains("`activation` is \"mish\""), "{err}");
+}
+
+#[test]
+fn encoding_mismatch_names_the_field() {
+    let dir = TempDir::new("ckpt-enc");
+    let (_, path) = saved(&dir, "model.safetensors");
+    let mut meta = sidecar_json(&path);
+    meta["encoding"]["version"] = serde_json::json!(2);
+    write_sidecar(&path, &meta);
+    let err = Network::load(&path, &RunOptions::cpu()).unwrap_err();
+    assert!(matches!(err, Error::EncodingMismatch { .. }), "{err}");
+    assert!(err.to_string().contains("`encoding.version` is 2 in the checkpoint but 1 was expected"), "{err}");
+    meta["encoding"]["name"] = serde_json::json!("alphazero");
+    write_sidecar(&path, &meta);
+    let err = Network::load(&path, &RunOptions::cpu()).unwrap_err().to_string();
+    assert!(err.contains("`encoding.name` is \"alphazero\""), "{err}");
+}
+
+fn load_err(path: &Path) -> String {
+    let err = Network::load(path, &RunOptions::cpu()).unwrap_err();
+    assert!(matches!(err, Error::Corrupt { .. } | Error::Io { .. }), "{err:?}");
+    err.to_string()
+}
+
+#[test]
+fn corrupt_files_are_refused() {
+    let dir = TempDir::new("ckpt-corrupt");
+    let (_, path) = saved(&dir, "model.safetensors");
+    let good = std::fs::read(&path).unwrap();
+    let good_meta = sidecar_json(&path);
+
+    // A flipped bit in the weights.
+    let mut bad = good.clone();
+    let i = bad.len() - 100;
+    bad[i] ^= 0x10;
+    std::fs::write(&path, &bad).unwrap();
+    let err = load_err(&path);
+    assert!(err.contains("corrupt") && err.contains("SHA-256"), "{err}");
+
+    // Truncated, with a sidecar that agrees with the truncated bytes: the safetensors check fires.
+    let bad = &good[..good.len() / 2];
+    std::fs::write(&path, bad).unwrap();
+    let mut meta = good_meta.clone();
+    meta["weights_sha256"] = serde_json::json!(checkpoint::sha256_hex(bad));
+    write_sidecar(&path, &meta);
+    let err = load_err(&path);
+    assert!(err.contains("not a valid safetensors file"), "{err}");
+
+    // Garbage instead of weights.
+    std::fs::write(&path, b"hello").unwrap();
+    meta["weights_sha256"] = serde_json::json!(checkpoint::sha256_hex(b"hello"));
+    write_sidecar(&path, &meta);
+    assert!(load_err(&path).contains("not a valid safetensors file"));
+
+    // Missing and broken sidecars.
+    std::fs::write(&path, &good).unwrap();
+    std::fs::remove_file(checkpoint::sidecar_path(&path)).unwrap();
+    let err = load_err(&path);
+    assert!(err.contains("sidecar") && err.contains("missing"), "{err}");
+    std::fs::write(checkpoint::sidecar_path(&path), "{ not json").unwrap();
+    assert!(load_err(&path).contains("not valid JSON"));
+    let mut meta = good_meta.clone();
+    meta["format"] = serde_json::json!("something-else");
+    write_sidecar(&path, &meta);
+    assert!(load_err(&path).contains("`format`"));
+
+    // A sidecar from another checkpoint (different architecture) next to these weights: the
+    // hash catches it, and with a matching hash the embedded metadata does.
+    let mut meta = good_meta.clone();
+    meta["model"]["value_hidden"] = serde_json::json!(64);
+    write_sidecar(&path, &meta);
+    let err = load_err(&path);
+    assert!(err.contains("safetensors metadata `model`"), "{err}");
+
+    // Missing file.
+    let err = Network::load(&dir.join("nope.safetensors"), &RunOptions::cpu()).unwrap_err().to_string();
+    assert!(err.contains("nope.safetensors"), "{err}");
+
+    // Intact again: loads.
+    write_sidecar(&path, &good_meta);
+    Network::load(&path, &RunOptions::cpu()).unwrap();
+}
+
+#[test]
+fn tensor_name_and_shape_mismatches_are_named() {
+    let dir = TempDir::new("ckpt-names");
+    let (net, path) = saved(&dir, "model.safetensors");
+    let loaded = checkpoint::read(&path, None).unwrap();
+    // Drop one tensor and rename another.
+    let mut tensors: Vec<_> = loaded.tensors.into_iter().filter(|(n, _)| n != "value.fc2.bias").collect();
+    tensors[0].0 = "stem.extra".into();
+    let mut vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let _net = koma_nn::Net::new(&vs.root(), net.config());
+    let err = checkpoint::copy_into(&path, &tensors, &mut vs).unwrap_err().to_string();
+    assert!(err.contains("missing") && err.contains("value.fc2.bias") && err.contains("stem.extra"), "{err}");
+}

@@ -1,0 +1,187 @@
+//! Batched evaluation: priors over the legal moves in move-list order, W/D/L, and the same
+//! answers through the mutex-shared network and the inference server from many threads.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use koma_nn::encoding;
+use koma_nn::inference::{Evaluation, InferenceServer, Network, ServerOptions, SharedNetwork};
+use koma_nn::{Error, ModelConfig, RunOptions};
+use koma_shogi::Position;
+
+fn network() -> Network {
+    let mut config = ModelConfig::tiny();
+    config.blocks = 2;
+    config.channels = 16;
+    let net = Network::new(&config, &RunOptions::cpu(), Some(3)).unwrap();
+    koma_nn::model::randomize(net.var_store(), 4);
+    net
+}
+
+fn positions(n: usize, seed: u64) -> Vec<Position> {
+    let mut rng = common::Rng::new(seed);
+    let mut ps = common::playout_positions(&mut rng, 1, 120, 7);
+    while ps.len() < n {
+        if let Some(p) = common::random_position(&mut rng) {
+            if !p.legal_moves().is_empty() {
+                ps.push(p);
+            }
+        }
+    }
+    ps.truncate(n);
+    ps
+}
+
+fn close(a: &[Evaluation], b: &[Evaluation], tol: f32) {
+    assert_eq!(a.len(), b.len());
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!(x.moves, y.moves);
+        for (p, q) in x.priors.iter().zip(&y.priors) {
+            assert!((p - q).abs() <= tol, "{p} vs {q}");
+        }
+        for (p, q) in x.wdl.iter().zip(&y.wdl) {
+            assert!((p - q).abs() <= tol, "{p} vs {q}");
+        }
+    }
+}
+
+#[test]
+fn evaluations_cover_the_legal_moves_in_order() {
+    let net = network();
+    let ps = positions(40, 1);
+    let refs: Vec<&Position> = ps.iter().collect();
+    let evals = net.evaluate(&refs).unwrap();
+    assert_eq!(evals.len(), ps.len());
+    let mut batch = koma_nn::InputBatch::new();
+    batch.encode(&ps);
+    let mut raw = koma_nn::RawOutput::new();
+    net.forward(&batch, &mut raw).unwrap();
+    for (i, (pos, e)) in ps.iter().zip(&evals).enumerate() {
+        let moves = pos.legal_moves();
+        assert_eq!(e.moves.as_slice(), &moves[..]);
+        assert_eq!(e.priors.len(), moves.len());
+        assert!((e.priors.iter().sum::<f32>() - 1.0).abs() < 1e-4);
+        assert!(e.priors.iter().all(|&p| p > 0.0));
+        assert!((e.wdl.iter().sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!((0.0..=1.0).contains(&e.score()) && (-1.0..=1.0).contains(&e.value()));
+        // Priors are the softmax of the legal moves' logits, gathered by label.
+        let mut labels = Vec::new();
+        encoding::legal_labels(pos, &moves, &mut labels);
+        let mut expected = Vec::new();
+        encoding::legal_priors(raw.policy(i), &labels, &mut expected);
+        assert_eq!(e.priors, expected);
+        let mut mask = vec![0u8; encoding::MOVE_LABELS];
+        encoding::legal_mask(pos, &mut mask);
+        assert_eq!(mask.iter().filter(|&&m| m == 1).count(), moves.len());
+        assert!(labels.iter().all(|&l| mask[l as usize] == 1));
+    }
+    // Batch of one (CPU kernels may sum in another order for another batch size) and an empty
+    // batch.
+    close(&net.evaluate(&refs[..1]).unwrap(), &evals[..1], 1e-5);
+    assert!(net.evaluate::<&Position>(&[]).unwrap().is_empty());
+}
+
+#[test]
+fn shared_network_from_many_threads() {
+    let net = network();
+    let ps = Arc::new(positions(64, 2));
+    let expected = net.evaluate(&ps[..]).unwrap();
+    let shared = Arc::new(SharedNetwork::new(net));
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let (shared, ps) = (shared.clone(), ps.clone());
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                for chunk in ps.chunks(8 + t) {
+                    got.extend(shared.evaluate(chunk).unwrap());
+                }
+                got
+            })
+        })
+        .collect();
+    for h in handles {
+        close(&h.join().unwrap(), &expected, 1e-5);
+    }
+}
+
+#[test]
+fn inference_server_batches_across_clients() {
+    let net = network();
+    let ps = Arc::new(positions(96, 3));
+    let expected = net.evaluate(&ps[..]).unwrap();
+    let server = InferenceServer::start(net, ServerOptions { max_batch: 64, max_wait: Duration::from_millis(2) });
+    let handles: Vec<_> = (0..6)
+        .map(|t| {
+            let mut client = server.client();
+            let ps = ps.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                for chunk in ps.chunks(1 + t) {
+                    got.extend(client.evaluate(chunk).unwrap());
+                }
+                got
+            })
+        })
+        .collect();
+    for h in handles {
+        close(&h.join().unwrap(), &expected, 1e-5);
+    }
+    // The Sync handle, shared by reference between scoped threads.
+    let handle = server.handle();
+    std::thread::scope(|scope| {
+        for t in 0..3 {
+            let (handle, ps, expected) = (&handle, &ps, &expected);
+            scope.spawn(move || {
+                let got = handle.evaluate(&ps[t * 32..(t + 1) * 32]).unwrap();
+                close(&got, &expected[t * 32..(t + 1) * 32], 1e-5);
+            });
+        }
+    });
+    let extra = server.client();
+    let (net, stats) = server.shutdown();
+    let requests: u64 = (0..6).map(|t| 96u64.div_ceil(1 + t)).sum();
+    eprintln!("{stats:?}, mean batch {:.1}, {requests} requests", stats.mean_batch());
+    assert_eq!(stats.positions, 7 * 96);
+    assert!(stats.batches <= requests + 3);
+    // The network comes back usable; a client of a stopped server gets a clear error.
+    assert_eq!(net.evaluate(&ps[..2]).unwrap().len(), 2);
+    let mut extra = extra;
+    assert!(matches!(extra.evaluate(&ps[..2]), Err(Error::InferenceStopped)));
+    assert!(matches!(handle.evaluate(&ps[..2]), Err(Error::InferenceStopped)));
+}
+
+/// CUDA only (skipped, with a note, where CUDA is unavailable): f32, f16 and bf16 inference on the
+/// GPU agree with f32 on the CPU.
+#[test]
+fn cuda_precisions_agree_with_cpu() {
+    if !tch::Cuda::is_available() {
+        eprintln!("CUDA not available: skipping the GPU precision check");
+        return;
+    }
+    use koma_nn::{DeviceSpec, Precision, TrainingInfo};
+    let net = network();
+    let ps = positions(64, 9);
+    let expected = net.evaluate(&ps[..]).unwrap();
+    let dir = std::env::temp_dir().join(format!("koma-nn-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("model.safetensors");
+    let mut net = net;
+    net.save(&path, &TrainingInfo::default()).unwrap();
+    for (precision, tol) in [(Precision::F32, 1e-3), (Precision::F16, 2e-2), (Precision::Bf16, 6e-2)] {
+        let options = RunOptions { device: DeviceSpec::Cuda(0), precision, cpu_threads: None };
+        let gpu = Network::load(&path, &options).unwrap();
+        assert!(gpu.device().is_cuda());
+        let got = gpu.evaluate(&ps[..]).unwrap();
+        let worst = got
+            .iter()
+            .zip(&expected)
+            .flat_map(|(a, b)| a.priors.iter().zip(&b.priors).chain(a.wdl.iter().zip(&b.wdl)))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0f32, f32::max);
+        eprintln!("{precision}: max prior/wdl difference to CPU f32 = {worst:e}");
+        assert!(worst < tol, "{precision}: {worst}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

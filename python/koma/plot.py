@@ -1,0 +1,136 @@
+"""Plots of a koma run: `python -m koma.plot RUN_DIR`.
+
+Reads RUN_DIR/train/metrics.jsonl (written by `koma train`, one JSON object every `log_every`
+steps) and draws, with matplotlib's Agg backend (no display needed):
+
+- RUN_DIR/train-loss.png: policy, value and total loss against the step, learning rate on a
+  second axis;
+- RUN_DIR/train-accuracy.png: policy top-1 agreement with the target and value accuracy.
+
+RUN_DIR may also be the train/ directory or the metrics file itself; --out chooses another
+output directory. Prints the paths written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def find_metrics(path: str) -> tuple[str, str]:
+    """(metrics file, run directory) for a run dir, its train/ dir or the file itself."""
+    if os.path.isfile(path):
+        metrics = path
+        parent = os.path.dirname(os.path.abspath(path))
+        run = os.path.dirname(parent) if os.path.basename(parent) == "train" else parent
+        return metrics, run
+    for candidate, run in ((os.path.join(path, "train", "metrics.jsonl"), path), (os.path.join(path, "metrics.jsonl"), None)):
+        if os.path.isfile(candidate):
+            if run is None:
+                absdir = os.path.abspath(path)
+                run = os.path.dirname(absdir) if os.path.basename(absdir) == "train" else absdir
+            return candidate, run
+    raise FileNotFoundError(f"{path}: no train/metrics.jsonl (has `koma train` run there?)")
+
+
+def read_metrics(path: str) -> list[dict]:
+    records = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut short by a crash
+    records.sort(key=lambda r: r.get("step", 0))
+    return records
+
+
+def _series(records: list[dict], key: str):
+    xs, ys = [], []
+    for r in records:
+        v = r.get(key)
+        if isinstance(v, (int, float)):
+            xs.append(r["step"])
+            ys.append(v)
+    return xs, ys
+
+
+def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[str]:
+    """Draws the loss and accuracy figures; returns the files written."""
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, label in (("policy_loss", "policy"), ("value_loss", "value"), ("loss", "total")):
+        xs, ys = _series(records, key)
+        if xs:
+            ax.plot(xs, ys, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("cross-entropy")
+    ax.grid(True, alpha=0.3)
+    xs, ys = _series(records, "lr")
+    if xs:
+        ax2 = ax.twinx()
+        ax2.plot(xs, ys, color="grey", linestyle=":", label="lr")
+        ax2.set_ylabel("learning rate")
+        lines = ax.get_lines() + ax2.get_lines()
+        ax.legend(lines, [ln.get_label() for ln in lines], loc="upper right")
+    else:
+        ax.legend(loc="upper right")
+    ax.set_title(f"{title} loss".strip())
+    fig.tight_layout()
+    path = os.path.join(out_dir, "train-loss.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(path)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for key, label in (("policy_top1", "policy top-1 agreement"), ("value_accuracy", "value accuracy")):
+        xs, ys = _series(records, key)
+        if xs:
+            ax.plot(xs, ys, label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("fraction")
+    ax.set_ylim(0, 1)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="lower right")
+    ax.set_title(f"{title} accuracy".strip())
+    fig.tight_layout()
+    path = os.path.join(out_dir, "train-accuracy.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    written.append(path)
+    return written
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m koma.plot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("run_dir", help="run directory (or its train/ directory, or a metrics.jsonl)")
+    ap.add_argument("--out", help="directory for the PNGs (default: the run directory)")
+    args = ap.parse_args(argv)
+    try:
+        metrics, run = find_metrics(args.run_dir)
+    except FileNotFoundError as e:
+        print(f"koma.plot: {e}", file=sys.stderr)
+        return 1
+    records = read_metrics(metrics)
+    if not records:
+        print(f"koma.plot: {metrics} holds no metrics yet", file=sys.stderr)
+        return 1
+    for path in plot_training(records, args.out or run, title=os.path.basename(os.path.abspath(run))):
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
