@@ -1,0 +1,265 @@
+//! Training batches: samples from the replay window turned into network inputs and dense
+//! targets on the host ([`HostBatch`], built on the loader thread), then into tensors on the
+//! training device ([`DeviceBatch`]).
+//!
+//! - policy target: the sample's sparse (move, weight) list scattered into the 2187 dlshogi
+//!   labels of the side to move (optionally pruned: entries under `policy_prune_below` dropped,
+//!   never the largest, and the rest renormalised);
+//! - value target: `λ·onehot(result) + (1 − λ)·root_wdl` over (win, draw, loss);
+//! - per-sample weights of the two losses (a sample without a policy, or not a full search when
+//!   `policy_full_search_only`, has policy weight 0).
+
+use koma_data::{flags, Sample};
+use koma_nn::encoding::move_label;
+use koma_nn::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
+use koma_shogi::Position;
+use rayon::prelude::*;
+use tch::{Device, Kind, Tensor};
+
+use crate::config::LossConfig;
+use crate::rng::Rng;
+
+/// A batch ready on the host.
+#[derive(Clone, Debug, Default)]
+pub struct HostBatch {
+    pub inputs: InputBatch,
+    /// `(N, 2187)` row-major.
+    pub policy: Vec<f32>,
+    /// `(N, 3)`: win, draw, loss.
+    pub value: Vec<f32>,
+    /// Game result as a W/D/L class: 0 win, 1 draw, 2 loss (side to move).
+    pub result_class: Vec<i64>,
+    pub policy_weight: Vec<f32>,
+    pub value_weight: Vec<f32>,
+    /// The sampler's state right after this batch was drawn (saved with the training state).
+    pub rng_after: Option<Rng>,
+    /// Samples dropped because their position did not unpack.
+    pub dropped: usize,
+}
+
+impl HostBatch {
+    pub fn len(&self) -> usize {
+        self.inputs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inputs.is_empty()
+    }
+
+    /// Builds a batch from samples (positions are unpacked and encoded in parallel). A sample
+    /// whose position does not unpack is left out with a warning.
+    pub fn from_samples(samples: &[Sample], loss: &LossConfig) -> HostBatch {
+        let unpacked: Vec<Option<Position>> = samples
+            .par_iter()
+            .map(|s| match s.position.unpack() {
+                Ok(p) => Some(p),
+                Err(e) => {
+                    tracing::warn!("training batch: skipping a sample: {e}");
+                    None
+                }
+            })
+            .collect();
+        let kept: Vec<(&Sample, Position)> =
+            samples.iter().zip(unpacked).filter_map(|(s, p)| p.map(|p| (s, p))).collect();
+        let n = kept.len();
+        let positions: Vec<&Position> = kept.iter().map(|(_, p)| p).collect();
+        let mut batch = HostBatch {
+            inputs: InputBatch::with_capacity(n),
+            policy: vec![0.0; n * MOVE_LABELS],
+            value: vec![0.0; n * 3],
+            result_class: Vec::with_capacity(n),
+            policy_weight: Vec::with_capacity(n),
+            value_weight: Vec::with_capacity(n),
+            rng_after: None,
+            dropped: samples.len() - n,
+        };
+        batch.inputs.encode(&positions);
+        let lambda = loss.value_lambda as f32;
+        for (i, (s, pos)) in kept.iter().enumerate() {
+            let has_policy = fill_policy(s, pos, loss.policy_prune_below, &mut batch.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS]);
+            let full = s.flags & flags::FULL_SEARCH != 0;
+            let use_policy = has_policy && (full || !loss.policy_full_search_only);
+            batch.policy_weight.push(if use_policy { 1.0 } else { 0.0 });
+            let class = (1 - s.result.clamp(-1, 1)) as usize;
+            let wdl_sum: f32 = s.root_wdl.iter().sum();
+            let (root, lambda) = if wdl_sum > 0.0 && wdl_sum.is_finite() {
+                (s.root_wdl.map(|x| x / wdl_sum), lambda)
+            } else {
+                ([0.0; 3], 1.0)
+            };
+            let v = &mut batch.value[i * 3..(i + 1) * 3];
+            for k in 0..3 {
+                v[k] = lambda * if k == class { 1.0 } else { 0.0 } + (1.0 - lambda) * root[k];
+            }
+            batch.result_class.push(class as i64);
+            batch.value_weight.push(1.0);
+        }
+        batch
+    }
+
+    /// The batch as tensors on `device` (features as f32).
+    pub fn to_device(&self, device: Device) -> DeviceBatch {
+        let n = self.len() as i64;
+        let up = |t: Tensor| if device == Device::Cpu { t } else { t.to_device(device) };
+        let input1 = up(Tensor::from_slice(self.inputs.input1()).view([n, FEATURES1_NUM as i64, 9, 9])).to_kind(Kind::Float);
+        let input2 = up(Tensor::from_slice(self.inputs.input2()).view([n, FEATURES2_NUM as i64, 9, 9])).to_kind(Kind::Float);
+        DeviceBatch {
+            input1,
+            input2,
+            policy: up(Tensor::from_slice(&self.policy).view([n, MOVE_LABELS as i64])),
+            value: up(Tensor::from_slice(&self.value).view([n, 3])),
+            result_class: up(Tensor::from_slice(&self.result_class)),
+            policy_weight: up(Tensor::from_slice(&self.policy_weight)),
+            value_weight: up(Tensor::from_slice(&self.value_weight)),
+            len: self.len(),
+        }
+    }
+}
+
+/// Writes the dense policy target of `s` into `row` (zeroed); false when it has no entries.
+fn fill_policy(s: &Sample, pos: &Position, prune_below: f32, row: &mut [f32]) -> bool {
+    if s.policy.is_empty() {
+        return false;
+    }
+    let us = pos.side_to_move();
+    let max = s.policy.iter().map(|&(_, w)| w).fold(f32::NEG_INFINITY, f32::max);
+    let mut total = 0.0f32;
+    for &(m, w) in &s.policy {
+        if w < prune_below && w < max {
+            continue;
+        }
+        let w = w.max(0.0);
+        row[move_label(m, us)] += w;
+        total += w;
+    }
+    if total > 0.0 && total.is_finite() {
+        let inv = 1.0 / total;
+        row.iter_mut().for_each(|x| *x *= inv);
+        true
+    } else {
+        row.fill(0.0);
+        false
+    }
+}
+
+/// A batch on the training device.
+pub struct DeviceBatch {
+    pub input1: Tensor,
+    pub input2: Tensor,
+    pub policy: Tensor,
+    pub value: Tensor,
+    pub result_class: Tensor,
+    pub policy_weight: Tensor,
+    pub value_weight: Tensor,
+    pub len: usize,
+}
+
+/// The loss terms and accuracies of one forward pass (scalar tensors).
+pub struct Losses {
+    /// `policy_weight · policy + value_weight · value`.
+    pub total: Tensor,
+    /// Mean (over the batch, per-sample weighted) cross-entropy against the policy target.
+    pub policy: Tensor,
+    /// Mean cross-entropy of the W/D/L head against the value target.
+    pub value: Tensor,
+    /// Fraction of samples (with a policy target) whose top policy label is the target's.
+    pub policy_top1: Tensor,
+    /// Fraction of samples whose most likely W/D/L class is the game result.
+    pub value_accuracy: Tensor,
+}
+
+pub fn losses(policy_logits: &Tensor, wdl_logits: &Tensor, b: &DeviceBatch, config: &LossConfig) -> Losses {
+    let n = b.len.max(1) as f64;
+    let logp = policy_logits.log_softmax(1, Kind::Float);
+    let policy_each = -(&b.policy * &logp).sum_dim_intlist([1i64].as_slice(), false, Kind::Float);
+    let policy = (&policy_each * &b.policy_weight).sum(Kind::Float) / n;
+    let logv = wdl_logits.log_softmax(1, Kind::Float);
+    let value_each = -(&b.value * &logv).sum_dim_intlist([1i64].as_slice(), false, Kind::Float);
+    let value = (&value_each * &b.value_weight).sum(Kind::Float) / n;
+    let total = &policy * config.policy_weight + &value * config.value_weight;
+    let (policy_top1, value_accuracy) = tch::no_grad(|| {
+        let has = b.policy_weight.gt(0.0).to_kind(Kind::Float);
+        let agree = policy_logits.argmax(1, false).eq_tensor(&b.policy.argmax(1, false)).to_kind(Kind::Float);
+        let top1 = (agree * &has).sum(Kind::Float) / has.sum(Kind::Float).clamp_min(1.0);
+        let vacc = wdl_logits.argmax(1, false).eq_tensor(&b.result_class).to_kind(Kind::Float).mean(Kind::Float);
+        (top1, vacc)
+    });
+    Losses { total, policy: policy.detach(), value: value.detach(), policy_top1, value_accuracy }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koma_data::PackedPosition;
+    use koma_shogi::Move;
+
+    fn sample(pos: &Position, policy: Vec<(Move, f32)>, result: i8, flags: u8) -> Sample {
+        Sample {
+            position: PackedPosition::pack(pos).unwrap(),
+            played: None,
+            policy,
+            root_wdl: [0.2, 0.3, 0.5],
+            result,
+            ply: 0,
+            flags,
+        }
+    }
+
+    #[test]
+    fn dense_targets_from_sparse_samples() {
+        let mut pos = Position::startpos();
+        let moves = pos.legal_moves().to_vec();
+        let black = sample(&pos, vec![(moves[0], 0.75), (moves[1], 0.2), (moves[2], 0.05)], 1, flags::FULL_SEARCH);
+        pos.do_move(moves[0]);
+        let wmoves = pos.legal_moves().to_vec();
+        let white = sample(&pos, vec![(wmoves[3], 1.0)], -1, 0);
+        let empty = sample(&pos, vec![], 0, flags::FULL_SEARCH);
+        let config = LossConfig { value_lambda: 0.5, policy_prune_below: 0.1, ..Default::default() };
+        let b = HostBatch::from_samples(&[black, white, empty], &config);
+        assert_eq!(b.len(), 3);
+        let row = |i: usize| &b.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS];
+        let us = Position::startpos().side_to_move();
+        // 0.05 was pruned; 0.75 and 0.2 renormalised.
+        assert!((row(0)[move_label(moves[0], us)] - 0.75 / 0.95).abs() < 1e-6);
+        assert!((row(0)[move_label(moves[1], us)] - 0.2 / 0.95).abs() < 1e-6);
+        assert_eq!(row(0)[move_label(moves[2], us)], 0.0);
+        assert!((row(0).iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        // White's move is labelled from White's side.
+        assert_eq!(row(1)[move_label(wmoves[3], pos.side_to_move())], 1.0);
+        assert_eq!(b.policy_weight, vec![1.0, 1.0, 0.0]);
+        // value: 0.5·onehot + 0.5·root.
+        assert_eq!(b.result_class, vec![0, 2, 1]);
+        let v = &b.value[0..3];
+        assert!((v[0] - 0.6).abs() < 1e-6 && (v[1] - 0.15).abs() < 1e-6 && (v[2] - 0.25).abs() < 1e-6);
+        let v = &b.value[3..6];
+        assert!((v[2] - 0.75).abs() < 1e-6);
+
+        let config = LossConfig { policy_full_search_only: true, ..config };
+        let b2 = HostBatch::from_samples(&[sample(&pos, vec![(wmoves[0], 1.0)], 0, 0)], &config);
+        assert_eq!(b2.policy_weight, vec![0.0]);
+    }
+
+    #[test]
+    fn loss_values_on_known_logits() {
+        let pos = Position::startpos();
+        let moves = pos.legal_moves().to_vec();
+        let s = sample(&pos, vec![(moves[0], 1.0)], 1, flags::FULL_SEARCH);
+        let config = LossConfig { value_lambda: 1.0, ..Default::default() };
+        let b = HostBatch::from_samples(&[s.clone(), s], &config).to_device(Device::Cpu);
+        // Uniform logits: policy CE = ln 2187, value CE = ln 3.
+        let p = Tensor::zeros([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu));
+        let v = Tensor::zeros([2, 3], (Kind::Float, Device::Cpu));
+        let l = losses(&p, &v, &b, &config);
+        assert!((l.policy.double_value(&[]) - (MOVE_LABELS as f64).ln()).abs() < 1e-4);
+        assert!((l.value.double_value(&[]) - 3f64.ln()).abs() < 1e-5);
+        assert!((l.total.double_value(&[]) - (MOVE_LABELS as f64).ln() - 3f64.ln()).abs() < 1e-4);
+        // Logits that put everything on the target: top-1 agreement and value accuracy are 1.
+        let label = move_label(moves[0], pos.side_to_move()) as i64;
+        let p = p.index_fill(1, &Tensor::from_slice(&[label]), 30.0);
+        let v = Tensor::from_slice(&[9.0f32, 0.0, 0.0, 9.0, 0.0, 0.0]).view([2, 3]);
+        let l = losses(&p, &v, &b, &config);
+        assert_eq!(l.policy_top1.double_value(&[]), 1.0);
+        assert_eq!(l.value_accuracy.double_value(&[]), 1.0);
+        assert!(l.policy.double_value(&[]) < 1e-6);
+    }
+}

@@ -1,0 +1,435 @@
+//! The trainer's settings as one serde struct with defaults for everything ([`TrainConfig`]),
+//! read from TOML (a `[train]` table of a run config, or a bare file) or JSON. Unknown fields are
+//! errors, so a typo never silently falls back to a default.
+
+use std::path::Path;
+
+use koma_data::{SampleWeights, WindowSize};
+use koma_nn::Precision;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TrainError};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// Samples per optimiser step.
+    pub batch_size: usize,
+    /// Steps per model: every this many steps a checkpoint `models/model-STEP.safetensors` and
+    /// the full training state (`train/state/`) are written.
+    pub checkpoint_every: u64,
+    /// A line of `train/metrics.jsonl` every this many steps (means over those steps).
+    pub log_every: u64,
+    /// Seeds the batch sampler and libtorch (initial weights of a preset network).
+    pub seed: u64,
+    /// `auto`, `cpu`, `cuda` or `cuda:N`.
+    pub device: String,
+    /// `auto` (f16 autocast on CUDA, f32 on the CPU), `f32`, `f16` (autocast with dynamic loss
+    /// scaling) or `bf16` (bf16 compute copy, f32 master weights). Half precision is CUDA-only.
+    pub precision: Precision,
+    /// libtorch intra-op threads (process-wide; default: libtorch's choice).
+    pub threads: Option<usize>,
+    /// Batches the loader thread prepares ahead of the optimiser.
+    pub prefetch_batches: usize,
+    pub optimizer: OptimizerConfig,
+    pub lr: LrConfig,
+    pub loss: LossConfig,
+    pub window: WindowConfig,
+    pub loss_scale: LossScaleConfig,
+    pub follow: FollowConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> TrainConfig {
+        TrainConfig {
+            batch_size: 256,
+            checkpoint_every: 1000,
+            log_every: 100,
+            seed: 0,
+            device: "auto".into(),
+            precision: Precision::Auto,
+            threads: None,
+            prefetch_batches: 4,
+            optimizer: OptimizerConfig::default(),
+            lr: LrConfig::default(),
+            loss: LossConfig::default(),
+            window: WindowConfig::default(),
+            loss_scale: LossScaleConfig::default(),
+            follow: FollowConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// SGD with (Nesterov) momentum and L2 weight decay added to the gradient (PyTorch's SGD).
+    #[default]
+    Sgd,
+    /// AdamW: Adam with decoupled weight decay.
+    #[serde(alias = "adam_w")]
+    AdamW,
+}
+
+impl OptimizerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Sgd => "sgd",
+            OptimizerKind::AdamW => "adamw",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimizerConfig {
+    pub kind: OptimizerKind,
+    /// SGD momentum (0: none).
+    pub momentum: f64,
+    /// Nesterov momentum (SGD).
+    pub nesterov: bool,
+    /// SGD: L2 penalty added to the gradient (`g + wd·w`); AdamW: decoupled decay (`w -= lr·wd·w`).
+    pub weight_decay: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// Clip the global gradient L2 norm to this (0: no clipping).
+    pub grad_clip_norm: f64,
+}
+
+impl Default for OptimizerConfig {
+    fn default() -> OptimizerConfig {
+        OptimizerConfig {
+            kind: OptimizerKind::Sgd,
+            momentum: 0.9,
+            nesterov: true,
+            weight_decay: 1e-4,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            grad_clip_norm: 0.0,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Schedule {
+    #[default]
+    Constant,
+    /// Multiply by `gamma` every `step_size` steps, or at each of `milestones` when given.
+    Step,
+    /// Cosine from `base` down to `base · min_factor` over `decay_steps`, then flat.
+    Cosine,
+}
+
+/// The learning rate: a schedule after an optional linear warm-up. Steps count from the end of
+/// the warm-up for the schedule.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LrConfig {
+    /// Peak learning rate (after warm-up).
+    pub base: f64,
+    pub schedule: Schedule,
+    /// Linear warm-up from `base · warmup_start` to `base` over this many steps.
+    pub warmup_steps: u64,
+    pub warmup_start: f64,
+    pub step_size: u64,
+    pub milestones: Vec<u64>,
+    pub gamma: f64,
+    pub decay_steps: u64,
+    pub min_factor: f64,
+}
+
+impl Default for LrConfig {
+    fn default() -> LrConfig {
+        LrConfig {
+            base: 0.1,
+            schedule: Schedule::Constant,
+            warmup_steps: 0,
+            warmup_start: 0.0,
+            step_size: 100_000,
+            milestones: Vec::new(),
+            gamma: 0.1,
+            decay_steps: 1_000_000,
+            min_factor: 0.0,
+        }
+    }
+}
+
+impl LrConfig {
+    /// The learning rate of the optimiser step that takes the model from step `step` to
+    /// `step + 1` (a pure function of the step: resuming needs no schedule state).
+    pub fn at(&self, step: u64) -> f64 {
+        if step < self.warmup_steps {
+            let f = step as f64 / self.warmup_steps as f64;
+            return self.base * (self.warmup_start + (1.0 - self.warmup_start) * f);
+        }
+        let t = step - self.warmup_steps;
+        match self.schedule {
+            Schedule::Constant => self.base,
+            Schedule::Step => {
+                let k = if self.milestones.is_empty() {
+                    t / self.step_size.max(1)
+                } else {
+                    self.milestones.iter().filter(|&&m| m <= t).count() as u64
+                };
+                self.base * self.gamma.powi(k.min(i32::MAX as u64) as i32)
+            }
+            Schedule::Cosine => {
+                let d = self.decay_steps.max(1);
+                let x = t.min(d) as f64 / d as f64;
+                self.base * (self.min_factor + (1.0 - self.min_factor) * 0.5 * (1.0 + (std::f64::consts::PI * x).cos()))
+            }
+        }
+    }
+}
+
+/// What the network is trained towards.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LossConfig {
+    /// Value target = λ·onehot(game result) + (1 − λ)·(search root W/D/L) (dlshogi's val_lambda).
+    pub value_lambda: f64,
+    /// Weights of the two cross-entropy terms in the loss.
+    pub policy_weight: f64,
+    pub value_weight: f64,
+    /// Policy-target pruning: entries with a weight below this are dropped (never the largest)
+    /// and the rest renormalised.
+    pub policy_prune_below: f32,
+    /// Train the policy only on samples flagged as full searches (the value on all).
+    pub policy_full_search_only: bool,
+}
+
+impl Default for LossConfig {
+    fn default() -> LossConfig {
+        LossConfig {
+            value_lambda: 0.333,
+            policy_weight: 1.0,
+            value_weight: 1.0,
+            policy_prune_below: 0.0,
+            policy_full_search_only: false,
+        }
+    }
+}
+
+/// The replay window (see koma-data): a fixed size, or KataGo's growing window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WindowConfig {
+    /// A fixed window of the newest `size` samples (0: the growing window below).
+    pub size: usize,
+    pub c: f64,
+    pub alpha: f64,
+    pub beta: f64,
+    pub max: usize,
+    /// Samples before this ply are accepted with `early_probability`.
+    pub early_plies: u16,
+    pub early_probability: f64,
+}
+
+impl Default for WindowConfig {
+    fn default() -> WindowConfig {
+        WindowConfig { size: 0, c: 250_000.0, alpha: 0.75, beta: 0.4, max: 2_000_000, early_plies: 0, early_probability: 1.0 }
+    }
+}
+
+impl WindowConfig {
+    pub fn window_size(&self) -> WindowSize {
+        if self.size > 0 {
+            WindowSize::fixed(self.size)
+        } else {
+            WindowSize { c: self.c, alpha: self.alpha, beta: self.beta, max: self.max }
+        }
+    }
+
+    pub fn sample_weights(&self) -> SampleWeights {
+        SampleWeights { early_plies: self.early_plies, early_probability: self.early_probability }
+    }
+}
+
+/// Dynamic loss scaling for f16 training.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LossScaleConfig {
+    pub init: f64,
+    /// Multiply the scale by this after `growth_interval` steps in a row with finite gradients.
+    pub growth_factor: f64,
+    pub growth_interval: u64,
+    /// Multiply the scale by this (and skip the step) when a gradient is inf or NaN.
+    pub backoff_factor: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Default for LossScaleConfig {
+    fn default() -> LossScaleConfig {
+        LossScaleConfig { init: 65536.0, growth_factor: 2.0, growth_interval: 2000, backoff_factor: 0.5, min: 1.0, max: 16_777_216.0 }
+    }
+}
+
+/// `--follow`: keep training as self-play writes new shards.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FollowConfig {
+    /// Wait until the window holds at least this many samples.
+    pub min_window_samples: usize,
+    /// At most this many training samples per sample produced (0: no limit): the trainer waits
+    /// for new shards when `samples_seen > ratio · samples produced`.
+    pub samples_per_new_sample: f64,
+    /// Seconds between looks for new shards while waiting.
+    pub poll_seconds: f64,
+    /// Look for new shards every this many batches while training.
+    pub refresh_every_batches: u64,
+}
+
+impl Default for FollowConfig {
+    fn default() -> FollowConfig {
+        FollowConfig { min_window_samples: 10_000, samples_per_new_sample: 0.0, poll_seconds: 5.0, refresh_every_batches: 100 }
+    }
+}
+
+impl TrainConfig {
+    /// TOML: a `[train]` table (as in a run config) or a bare trainer config at the top level.
+    pub fn from_toml_str(text: &str) -> Result<TrainConfig> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| TrainError::Config(format!("invalid TOML: {e}")))?;
+        let value = match table.get("train") {
+            Some(toml::Value::Table(t)) => toml::Value::Table(t.clone()),
+            _ => toml::Value::Table(table),
+        };
+        let config: TrainConfig = value.try_into().map_err(|e: toml::de::Error| TrainError::Config(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// JSON: a bare trainer config or an object with a `train` member.
+    pub fn from_json_str(text: &str) -> Result<TrainConfig> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| TrainError::Config(format!("invalid JSON: {e}")))?;
+        let value = match value.get("train") {
+            Some(t) if t.is_object() => t.clone(),
+            _ => value,
+        };
+        let config: TrainConfig = serde_json::from_value(value).map_err(|e| TrainError::Config(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// A `.json` file as JSON, anything else as TOML.
+    pub fn from_file(path: &Path) -> Result<TrainConfig> {
+        let text = std::fs::read_to_string(path).map_err(crate::error::io(path))?;
+        let parsed = if path.extension().is_some_and(|e| e == "json") {
+            TrainConfig::from_json_str(&text)
+        } else {
+            TrainConfig::from_toml_str(&text)
+        };
+        parsed.map_err(|e| match e {
+            TrainError::Config(m) => TrainError::Config(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(TrainError::Config(m.to_string()));
+        if self.batch_size == 0 {
+            return bad("batch_size must be at least 1");
+        }
+        if self.checkpoint_every == 0 || self.log_every == 0 {
+            return bad("checkpoint_every and log_every must be at least 1");
+        }
+        self.device.parse::<koma_nn::DeviceSpec>().map_err(|e| TrainError::Config(e.to_string()))?;
+        let o = &self.optimizer;
+        if !(0.0..1.0).contains(&o.momentum) || o.weight_decay < 0.0 || o.grad_clip_norm < 0.0 {
+            return bad("optimizer: momentum must be in [0, 1), weight_decay and grad_clip_norm ≥ 0");
+        }
+        if o.kind == OptimizerKind::AdamW && (!(0.0..1.0).contains(&o.beta1) || !(0.0..1.0).contains(&o.beta2) || o.eps <= 0.0) {
+            return bad("optimizer: beta1 and beta2 must be in [0, 1) and eps > 0");
+        }
+        let l = &self.lr;
+        let base_ok = l.base > 0.0 && l.base.is_finite();
+        if !base_ok || !(0.0..=1.0).contains(&l.warmup_start) || l.gamma <= 0.0 || l.min_factor < 0.0 {
+            return bad("lr: base must be positive, warmup_start in [0, 1], gamma > 0, min_factor ≥ 0");
+        }
+        if !(0.0..=1.0).contains(&self.loss.value_lambda) {
+            return bad("loss.value_lambda must be in [0, 1]");
+        }
+        if self.loss.policy_weight < 0.0 || self.loss.value_weight < 0.0 {
+            return bad("loss weights must be ≥ 0");
+        }
+        let w = &self.window;
+        if w.size == 0 && (w.c <= 0.0 || w.alpha <= 0.0 || w.max == 0) {
+            return bad("window: c, alpha and max must be positive (or set a fixed size)");
+        }
+        if !(0.0..=1.0).contains(&w.early_probability) {
+            return bad("window.early_probability must be in [0, 1]");
+        }
+        let s = &self.loss_scale;
+        if s.init <= 0.0 || s.growth_factor < 1.0 || !(0.0..1.0).contains(&s.backoff_factor) || s.backoff_factor == 0.0 || s.min <= 0.0 || s.max < s.min {
+            return bad("loss_scale: init > 0, growth_factor ≥ 1, backoff_factor in (0, 1), 0 < min ≤ max");
+        }
+        let f = &self.follow;
+        if f.samples_per_new_sample < 0.0 || f.poll_seconds <= 0.0 {
+            return bad("follow: samples_per_new_sample ≥ 0 and poll_seconds > 0");
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_partial_toml() {
+        let c = TrainConfig::from_toml_str("").unwrap();
+        assert_eq!(c, TrainConfig::default());
+        let c = TrainConfig::from_toml_str(
+            "name = \"run\"\n[train]\nbatch_size = 64\n[train.optimizer]\nkind = \"adamw\"\n[train.lr]\nbase = 0.001\nschedule = \"cosine\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.batch_size, 64);
+        assert_eq!(c.optimizer.kind, OptimizerKind::AdamW);
+        assert_eq!(c.optimizer.momentum, 0.9);
+        assert_eq!(c.lr.schedule, Schedule::Cosine);
+        let j = TrainConfig::from_json_str(r#"{"train": {"precision": "bf16", "loss": {"value_lambda": 0.5}}}"#).unwrap();
+        assert_eq!(j.precision, Precision::Bf16);
+        assert_eq!(j.loss.value_lambda, 0.5);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused() {
+        assert!(TrainConfig::from_toml_str("batch_sise = 3").unwrap_err().to_string().contains("batch_sise"));
+        assert!(TrainConfig::from_toml_str("[optimizer]\nmomentun = 0.5").is_err());
+        assert!(TrainConfig::from_toml_str("batch_size = 0").is_err());
+        assert!(TrainConfig::from_toml_str("device = \"tpu\"").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nvalue_lambda = 2.0").is_err());
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert_eq!(TrainConfig::from_toml_str(&text).unwrap(), TrainConfig::default());
+    }
+
+    #[test]
+    fn schedules() {
+        let mut l = LrConfig { base: 1.0, warmup_steps: 10, warmup_start: 0.0, ..LrConfig::default() };
+        assert_eq!(l.at(0), 0.0);
+        assert!((l.at(5) - 0.5).abs() < 1e-12);
+        assert_eq!(l.at(10), 1.0);
+        assert_eq!(l.at(1_000_000), 1.0);
+        l.schedule = Schedule::Step;
+        l.step_size = 100;
+        l.gamma = 0.5;
+        assert_eq!(l.at(109), 1.0);
+        assert_eq!(l.at(110), 0.5);
+        assert_eq!(l.at(310), 0.125);
+        l.milestones = vec![50, 60];
+        assert_eq!(l.at(59), 1.0);
+        assert_eq!(l.at(60), 0.5);
+        assert_eq!(l.at(70), 0.25);
+        l.schedule = Schedule::Cosine;
+        l.decay_steps = 100;
+        l.min_factor = 0.1;
+        assert!((l.at(10) - 1.0).abs() < 1e-12);
+        assert!((l.at(60) - 0.55).abs() < 1e-12);
+        assert!((l.at(110) - 0.1).abs() < 1e-12);
+        assert!((l.at(5000) - 0.1).abs() < 1e-12);
+    }
+}

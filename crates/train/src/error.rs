@@ -1,0 +1,48 @@
+//! Errors of the trainer. Each names the file or setting concerned.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum TrainError {
+    #[error("invalid training config: {0}")]
+    Config(String),
+
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+
+    /// The saved training state cannot be used. Nothing is deleted or overwritten: the
+    /// checkpoints under models/ stay as they are.
+    #[error("{}: corrupt training state: {reason}{}", path.display(), hint.as_deref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    CorruptState { path: PathBuf, reason: String, hint: Option<String> },
+
+    /// `--resume` was asked for but there is nothing to resume.
+    #[error("{}: no training state to resume from ({reason})", path.display())]
+    NoState { path: PathBuf, reason: String },
+
+    #[error("no training data: {0}")]
+    NoData(String),
+
+    #[error(transparent)]
+    Data(#[from] koma_data::DataError),
+
+    #[error(transparent)]
+    Nn(#[from] koma_nn::Error),
+
+    #[error("libtorch: {0}")]
+    Torch(#[from] tch::TchError),
+
+    #[error("the data loader thread stopped: {0}")]
+    Loader(String),
+
+    #[error("training diverged at step {step}: {what}")]
+    Diverged { step: u64, what: String },
+}
+
+pub type Result<T, E = TrainError> = std::result::Result<T, E>;
+
+pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> TrainError {
+    let path = path.into();
+    move |source| TrainError::Io { path, source }
+}

@@ -1,0 +1,40 @@
+//! koma-train: the trainer.
+//!
+//! - [`config`]: [`TrainConfig`], every setting with a default (TOML `[train]` or JSON).
+//! - [`batch`]: samples → network inputs, dense policy targets, mixed value targets; the losses.
+//! - [`optim`]: SGD (Nesterov) and AdamW written as tensor updates, so their state can be saved.
+//! - [`scaler`]: dynamic loss scaling for f16.
+//! - [`trainer`]: [`Trainer`], one optimiser step at a time, f32 / f16 autocast / bf16.
+//! - [`state`]: the full training state under `train/state/` for an exact `--resume`.
+//! - [`loader`]: the thread that samples the replay window ahead of the optimiser (and waits
+//!   for data in follow mode).
+//! - [`metrics`]: the lines of `train/metrics.jsonl`.
+//! - [`run`]: [`train`], the entry point of `koma train` and the pipeline.
+//! - [`bench`]: `koma bench train`.
+//!
+//! docs/training.md describes the files, the loss, the state and the follow protocol.
+
+pub mod batch;
+pub mod bench;
+pub mod config;
+mod error;
+pub mod loader;
+pub mod metrics;
+pub mod optim;
+pub mod rng;
+pub mod run;
+pub mod scaler;
+pub mod state;
+pub mod synth;
+pub mod trainer;
+
+pub use batch::HostBatch;
+pub use config::{
+    FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig, WindowConfig,
+};
+pub use error::{Result, TrainError};
+pub use loader::{WaitInfo, WaitReason, WindowInfo};
+pub use metrics::{MetricsRecord, StepStats};
+pub use rng::Rng;
+pub use run::{train, Progress, ResumeMode, RunPaths, TrainOptions, TrainSummary};
+pub use trainer::{evaluate, Evaluation, Mode, ModelInit, Trainer};

@@ -1,0 +1,201 @@
+//! The loader thread: owns the replay window, draws batches with the trainer's seeded RNG,
+//! builds them ([`HostBatch::from_samples`]) and hands them over a bounded channel, a few
+//! batches ahead of the optimiser. Each batch carries the RNG state right after it was drawn, so
+//! the trainer saves exactly the state that reproduces the next batch on `--resume`.
+//!
+//! In follow mode it also looks for new shards and waits (reporting why) while the window holds
+//! fewer than `min_window_samples` samples or the trainer is ahead of the data
+//! (`samples_seen > samples_per_new_sample · samples produced`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use koma_data::ReplayWindow;
+use serde::Serialize;
+
+use crate::batch::HostBatch;
+use crate::config::{FollowConfig, LossConfig, WindowConfig};
+use crate::error::{Result, TrainError};
+use crate::rng::Rng;
+
+/// Why the loader is waiting (follow mode).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WaitReason {
+    /// The window holds fewer than `min_window_samples` samples.
+    WindowTooSmall,
+    /// Training is ahead of the data (`samples_per_new_sample`).
+    AheadOfData,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WaitInfo {
+    pub reason: WaitReason,
+    pub window_samples: usize,
+    pub total_samples: usize,
+    /// Samples produced so far needed before training goes on.
+    pub needed_total_samples: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct WindowInfo {
+    pub window_samples: usize,
+    pub total_samples: usize,
+    pub shards: usize,
+}
+
+pub enum LoaderMsg {
+    Opened(WindowInfo),
+    Batch(Box<HostBatch>, WindowInfo),
+    Waiting(WaitInfo),
+}
+
+pub struct LoaderSetup {
+    pub shards_dir: PathBuf,
+    pub window: WindowConfig,
+    pub loss: LossConfig,
+    pub batch_size: usize,
+    pub prefetch: usize,
+    /// Follow mode (None: a fixed data set, read once).
+    pub follow: Option<FollowConfig>,
+    /// The sampler's state for the first batch.
+    pub rng: Rng,
+    /// Samples the trainer has seen before the first batch (for the follow ratio).
+    pub samples_seen: u64,
+}
+
+pub struct Loader {
+    rx: Option<Receiver<Result<LoaderMsg>>>,
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Loader {
+    pub fn spawn(setup: LoaderSetup) -> Result<Loader> {
+        let (tx, rx) = bounded(setup.prefetch.max(1));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("koma-train-loader".into())
+            .spawn(move || {
+                if let Err(e) = run(setup, &tx, &thread_stop) {
+                    let _ = tx.send(Err(e));
+                }
+            })
+            .map_err(|e| TrainError::Loader(e.to_string()))?;
+        Ok(Loader { rx: Some(rx), stop, handle: Some(handle) })
+    }
+
+    /// The next message, or None after `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Option<Result<LoaderMsg>> {
+        match self.rx.as_ref().expect("receiver lives until drop").recv_timeout(timeout) {
+            Ok(m) => Some(m),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(TrainError::Loader("it exited unexpectedly".into()))),
+        }
+    }
+}
+
+impl Drop for Loader {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.rx.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn info(w: &ReplayWindow) -> WindowInfo {
+    WindowInfo { window_samples: w.len(), total_samples: w.total_samples(), shards: w.shard_count() }
+}
+
+/// Sleeps up to `seconds`, returning early (false) when stopped.
+fn nap(seconds: f64, stop: &AtomicBool) -> bool {
+    let until = Instant::now() + Duration::from_secs_f64(seconds);
+    while Instant::now() < until {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50).min(until.saturating_duration_since(Instant::now())));
+    }
+    !stop.load(Ordering::SeqCst)
+}
+
+fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) -> Result<()> {
+    if setup.follow.is_some() {
+        std::fs::create_dir_all(&setup.shards_dir).map_err(crate::error::io(&setup.shards_dir))?;
+    }
+    let mut window = ReplayWindow::open(&setup.shards_dir, setup.window.window_size(), setup.window.sample_weights())?;
+    if tx.send(Ok(LoaderMsg::Opened(info(&window)))).is_err() {
+        return Ok(());
+    }
+    let mut rng = setup.rng;
+    let mut samples_seen = setup.samples_seen;
+    let batch_size = setup.batch_size;
+    let mut batches = 0u64;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if let Some(f) = &setup.follow {
+            if batches > 0 && f.refresh_every_batches > 0 && batches % f.refresh_every_batches == 0 {
+                window.refresh()?;
+            }
+            loop {
+                let ratio_limit = |total: usize| f.samples_per_new_sample * total as f64;
+                let reason = if window.len() < f.min_window_samples.max(1) {
+                    Some(WaitReason::WindowTooSmall)
+                } else if f.samples_per_new_sample > 0.0 && (samples_seen + batch_size as u64) as f64 > ratio_limit(window.total_samples()) {
+                    Some(WaitReason::AheadOfData)
+                } else {
+                    None
+                };
+                let Some(reason) = reason else { break };
+                let needed = match reason {
+                    WaitReason::WindowTooSmall => {
+                        // Smallest total whose window holds min_window_samples (the window is all
+                        // samples below c, so this is exact there and a lower bound above).
+                        f.min_window_samples.max(window.total_samples() + 1)
+                    }
+                    WaitReason::AheadOfData => {
+                        ((samples_seen + batch_size as u64) as f64 / f.samples_per_new_sample).ceil() as usize
+                    }
+                };
+                let w = WaitInfo {
+                    reason,
+                    window_samples: window.len(),
+                    total_samples: window.total_samples(),
+                    needed_total_samples: needed,
+                };
+                if tx.send(Ok(LoaderMsg::Waiting(w))).is_err() || !nap(f.poll_seconds, stop) {
+                    return Ok(());
+                }
+                window.refresh()?;
+            }
+        } else if window.is_empty() {
+            return Err(TrainError::NoData(format!(
+                "{} holds no readable samples (no .h5 shards, or all empty or unreadable)",
+                setup.shards_dir.display()
+            )));
+        }
+        let samples = window.sample(batch_size, &mut |n| rng.below(n))?;
+        if samples.is_empty() {
+            return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
+        }
+        let mut batch = HostBatch::from_samples(&samples, &setup.loss);
+        if batch.is_empty() {
+            return Err(TrainError::NoData(format!("no position of a batch from {} unpacked", setup.shards_dir.display())));
+        }
+        batch.rng_after = Some(rng.clone());
+        samples_seen += batch.len() as u64;
+        batches += 1;
+        if tx.send(Ok(LoaderMsg::Batch(Box::new(batch), info(&window)))).is_err() {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! `train/metrics.jsonl`: one JSON object per line every `log_every` steps, with the means of the
+//! steps since the previous line. `python -m koma.plot RUN_DIR` draws them.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io, Result};
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricsRecord {
+    /// Optimiser steps taken at the end of the interval.
+    pub step: u64,
+    pub samples_seen: u64,
+    /// Learning rate of the interval's last step.
+    pub lr: f64,
+    /// Means over the interval's steps.
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub loss: f64,
+    /// Fraction of samples whose top policy move is the target's top move.
+    pub policy_top1: f64,
+    /// Fraction of samples whose most likely W/D/L class is the game result.
+    pub value_accuracy: f64,
+    /// Global gradient L2 norm before clipping (mean over the interval's applied steps).
+    pub grad_norm: f64,
+    pub samples_per_second: f64,
+    /// Steps in the interval, and those skipped for inf/NaN gradients (f16).
+    pub steps: u64,
+    pub skipped_steps: u64,
+    pub loss_scale: Option<f64>,
+    /// Samples in the replay window and produced so far (all shards) when the interval ended.
+    pub window_samples: usize,
+    pub total_samples: usize,
+    pub time_unix: f64,
+}
+
+/// The statistics of one optimiser step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepStats {
+    /// Steps taken after this one.
+    pub step: u64,
+    pub samples_seen: u64,
+    pub samples: usize,
+    pub lr: f64,
+    pub policy_loss: f32,
+    pub value_loss: f32,
+    pub loss: f32,
+    pub policy_top1: f32,
+    pub value_accuracy: f32,
+    pub grad_norm: f64,
+    /// The update was skipped (inf/NaN gradients under loss scaling).
+    pub skipped: bool,
+    pub loss_scale: Option<f64>,
+}
+
+/// Accumulates steps between two metrics lines.
+pub(crate) struct Accumulator {
+    steps: u64,
+    skipped: u64,
+    applied: u64,
+    sums: [f64; 5],
+    grad_norm: f64,
+    samples: u64,
+    since: Instant,
+}
+
+impl Accumulator {
+    pub fn new() -> Accumulator {
+        Accumulator { steps: 0, skipped: 0, applied: 0, sums: [0.0; 5], grad_norm: 0.0, samples: 0, since: Instant::now() }
+    }
+
+    pub fn add(&mut self, s: &StepStats) {
+        self.steps += 1;
+        self.samples += s.samples as u64;
+        for (sum, v) in self.sums.iter_mut().zip([s.policy_loss, s.value_loss, s.loss, s.policy_top1, s.value_accuracy]) {
+            *sum += v as f64;
+        }
+        if s.skipped {
+            self.skipped += 1;
+        } else {
+            self.applied += 1;
+            self.grad_norm += s.grad_norm;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps == 0
+    }
+
+    /// The record of the interval ending with `last`; resets the accumulator.
+    pub fn finish(&mut self, last: &StepStats, window_samples: usize, total_samples: usize) -> MetricsRecord {
+        let n = self.steps.max(1) as f64;
+        let seconds = self.since.elapsed().as_secs_f64();
+        let rec = MetricsRecord {
+            step: last.step,
+            samples_seen: last.samples_seen,
+            lr: last.lr,
+            policy_loss: self.sums[0] / n,
+            value_loss: self.sums[1] / n,
+            loss: self.sums[2] / n,
+            policy_top1: self.sums[3] / n,
+            value_accuracy: self.sums[4] / n,
+            grad_norm: if self.applied > 0 { self.grad_norm / self.applied as f64 } else { 0.0 },
+            samples_per_second: if seconds > 0.0 { self.samples as f64 / seconds } else { 0.0 },
+            steps: self.steps,
+            skipped_steps: self.skipped,
+            loss_scale: last.loss_scale,
+            window_samples,
+            total_samples,
+            time_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+        };
+        *self = Accumulator::new();
+        rec
+    }
+}
+
+/// The append-only metrics file.
+pub struct MetricsLog {
+    path: PathBuf,
+    file: File,
+}
+
+impl MetricsLog {
+    /// Opens `path` for appending, first dropping lines of steps after `step` (written by a run
+    /// that then stopped before saving its state, so a resumed run does not log them twice).
+    pub fn open(path: &Path, step: u64) -> Result<MetricsLog> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io(dir))?;
+        }
+        if path.exists() {
+            let reader = BufReader::new(File::open(path).map_err(io(path))?);
+            let mut kept = String::new();
+            let mut dropped = 0;
+            for line in reader.lines() {
+                let line = line.map_err(io(path))?;
+                let step_of = serde_json::from_str::<serde_json::Value>(&line).ok().and_then(|v| v.get("step").and_then(|s| s.as_u64()));
+                match step_of {
+                    Some(s) if s <= step => {
+                        kept.push_str(&line);
+                        kept.push('\n');
+                    }
+                    _ => dropped += 1,
+                }
+            }
+            if dropped > 0 {
+                koma_nn::checkpoint::write_atomic(path, kept.as_bytes())?;
+            }
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;
+        Ok(MetricsLog { path: path.to_path_buf(), file })
+    }
+
+    pub fn append(&mut self, record: &MetricsRecord) -> Result<()> {
+        let mut line = serde_json::to_string(record).expect("metrics serialise");
+        line.push('\n');
+        self.file.write_all(line.as_bytes()).map_err(io(&self.path))?;
+        self.file.flush().map_err(io(&self.path))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Reads a metrics file (for tests and tools).
+pub fn read_metrics(path: &Path) -> Result<Vec<MetricsRecord>> {
+    let text = std::fs::read_to_string(path).map_err(io(path))?;
+    Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}

@@ -1,0 +1,486 @@
+//! [`Trainer`]: the network being trained with its optimiser, precision mode and counters, one
+//! optimiser step at a time ([`Trainer::train_step`]), and saving/restoring the full state.
+//!
+//! Precision modes:
+//! - f32: plain;
+//! - f16 (CUDA): the forward pass under `tch::autocast` (f16 matmuls and convolutions, f32 master
+//!   weights), the loss scaled by a [`LossScaler`] we maintain, steps with inf/NaN gradients
+//!   skipped;
+//! - bf16 (CUDA): tch's autocast is f16-only, so a bf16 copy of the network computes the forward
+//!   and backward passes; its gradients (as f32) update the f32 master weights, which are copied
+//!   back into it after every step (batch-norm statistics flow the other way). bf16 has f32's
+//!   range: no loss scaling.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use koma_nn::checkpoint::{self, TrainingInfo};
+use koma_nn::{DeviceSpec, ModelConfig, Net, Network, Precision, RunOptions};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::batch::{losses, DeviceBatch, HostBatch};
+use crate::config::TrainConfig;
+use crate::error::{Result, TrainError};
+use crate::metrics::StepStats;
+use crate::optim::{clip_gradients, Optimizer};
+use crate::rng::Rng;
+use crate::scaler::{global_norm, LossScaler};
+use crate::state::{self, StateMeta};
+
+/// Where the initial weights come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelInit {
+    /// A checkpoint (`.safetensors` with its sidecar).
+    Checkpoint(PathBuf),
+    /// A fresh network of this architecture, initialised from the config's seed.
+    Fresh(ModelConfig),
+}
+
+impl ModelInit {
+    /// `--model`: an existing `.safetensors` checkpoint, else a preset name (`tiny`, `standard`)
+    /// or a model config file for a fresh network.
+    pub fn parse(spec: &str) -> Result<ModelInit> {
+        let path = Path::new(spec);
+        if path.extension().is_some_and(|e| e == "safetensors") {
+            return Ok(ModelInit::Checkpoint(path.to_path_buf()));
+        }
+        ModelConfig::from_preset_or_file(spec).map(ModelInit::Fresh).map_err(|e| {
+            TrainError::Config(format!("--model {spec}: not a .safetensors checkpoint, and {e}"))
+        })
+    }
+}
+
+/// The precision the trainer computes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    F32,
+    F16,
+    Bf16,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::F32 => "f32",
+            Mode::F16 => "f16",
+            Mode::Bf16 => "bf16",
+        }
+    }
+
+    pub(crate) fn resolve(p: Precision, device: Device, allow_cpu_half: bool) -> Result<Mode> {
+        let cuda = matches!(device, Device::Cuda(_));
+        let mode = match p {
+            Precision::Auto if cuda => Mode::F16,
+            Precision::Auto | Precision::F32 => Mode::F32,
+            Precision::F16 => Mode::F16,
+            Precision::Bf16 => Mode::Bf16,
+        };
+        if mode != Mode::F32 && !cuda && !allow_cpu_half {
+            return Err(TrainError::Config(format!(
+                "precision {} is for CUDA devices; on the CPU the trainer runs in f32",
+                mode.name()
+            )));
+        }
+        Ok(mode)
+    }
+}
+
+/// The bf16 network that computes forward and backward in bf16 mode.
+struct ComputeCopy {
+    _vs: VarStore,
+    net: Net,
+    /// Same order as the optimiser's parameters.
+    params: Vec<Tensor>,
+    /// (master, compute) pairs of the non-trainable variables (batch-norm statistics).
+    buffers: Vec<(Tensor, Tensor)>,
+}
+
+impl ComputeCopy {
+    fn new(config: &ModelConfig, device: Device, master: &VarStore, param_names: &[String]) -> Result<ComputeCopy> {
+        let mut vs = VarStore::new(device);
+        let net = Net::new(&vs.root(), config);
+        vs.bfloat16();
+        let vars = vs.variables();
+        let mvars = master.variables();
+        let params = param_names.iter().map(|n| vars[n].shallow_clone()).collect();
+        let mut buffers = Vec::new();
+        let mut names: Vec<&String> = vars.keys().collect();
+        names.sort();
+        for n in names {
+            if !param_names.contains(n) {
+                buffers.push((mvars[n].shallow_clone(), vars[n].shallow_clone()));
+            }
+        }
+        let mut copy = ComputeCopy { _vs: vs, net, params, buffers };
+        copy.load_master(&param_names.iter().map(|n| mvars[n].shallow_clone()).collect::<Vec<_>>(), true);
+        Ok(copy)
+    }
+
+    /// Copies the master weights (and, with `buffers`, statistics) into the bf16 copy.
+    fn load_master(&mut self, master_params: &[Tensor], buffers: bool) {
+        let _guard = tch::no_grad_guard();
+        for (c, m) in self.params.iter_mut().zip(master_params) {
+            c.copy_(m);
+        }
+        if buffers {
+            for (m, c) in self.buffers.iter_mut() {
+                c.copy_(m);
+            }
+        }
+    }
+
+    /// Copies batch-norm statistics updated by the bf16 forward pass back to the master.
+    fn buffers_to_master(&mut self) {
+        let _guard = tch::no_grad_guard();
+        for (m, c) in self.buffers.iter_mut() {
+            m.copy_(c);
+        }
+    }
+}
+
+pub struct Trainer {
+    config: TrainConfig,
+    network: Network,
+    device: Device,
+    mode: Mode,
+    optimizer: Optimizer,
+    scaler: Option<LossScaler>,
+    compute: Option<ComputeCopy>,
+    step: u64,
+    samples_seen: u64,
+    rng: Rng,
+    /// File name of the last checkpoint written or started from (the next one's parent).
+    parent: Option<String>,
+}
+
+impl std::fmt::Debug for Trainer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trainer")
+            .field("model", &self.network.config().describe())
+            .field("device", &self.device)
+            .field("mode", &self.mode)
+            .field("step", &self.step)
+            .finish_non_exhaustive()
+    }
+}
+
+fn run_options(config: &TrainConfig) -> Result<RunOptions> {
+    let device: DeviceSpec = config.device.parse().map_err(|e: koma_nn::Error| TrainError::Config(e.to_string()))?;
+    Ok(RunOptions { device, precision: Precision::F32, cpu_threads: config.threads })
+}
+
+impl Trainer {
+    /// A trainer at step 0 from a checkpoint or a fresh network.
+    pub fn new(config: &TrainConfig, init: &ModelInit) -> Result<Trainer> {
+        Trainer::build(config, init, false)
+    }
+
+    /// Like [`Trainer::new`], but f16/bf16 are allowed on the CPU (autocast is then a no-op and
+    /// bf16 runs on the CPU): for testing those code paths without a GPU.
+    #[doc(hidden)]
+    pub fn new_allowing_cpu_half(config: &TrainConfig, init: &ModelInit) -> Result<Trainer> {
+        Trainer::build(config, init, true)
+    }
+
+    fn build(config: &TrainConfig, init: &ModelInit, allow_cpu_half: bool) -> Result<Trainer> {
+        config.validate()?;
+        let options = run_options(config)?;
+        tch::manual_seed(config.seed as i64);
+        let (network, parent) = match init {
+            ModelInit::Checkpoint(path) => {
+                let net = Network::load(path, &options)?;
+                (net, path.file_name().map(|n| n.to_string_lossy().into_owned()))
+            }
+            ModelInit::Fresh(model) => (Network::new(model, &options, Some(config.seed))?, None),
+        };
+        let device = network.device();
+        let mode = Mode::resolve(config.precision, device, allow_cpu_half)?;
+        Trainer::assemble(config.clone(), network, mode, parent)
+    }
+
+    fn assemble(config: TrainConfig, network: Network, mode: Mode, parent: Option<String>) -> Result<Trainer> {
+        let device = network.device();
+        let mut params: Vec<(String, Tensor)> =
+            network.var_store().variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
+        params.sort_by(|a, b| a.0.cmp(&b.0));
+        let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
+        let compute = match mode {
+            Mode::Bf16 => Some(ComputeCopy::new(network.config(), device, network.var_store(), &names)?),
+            _ => None,
+        };
+        let optimizer = Optimizer::new(&config.optimizer, params);
+        let scaler = (mode == Mode::F16).then(|| LossScaler::new(&config.loss_scale));
+        let rng = Rng::seeded(config.seed);
+        Ok(Trainer { config, network, device, mode, optimizer, scaler, compute, step: 0, samples_seen: 0, rng, parent })
+    }
+
+    /// Restores the state saved in `state_dir` (verified; see [`crate::state`]). `config` may
+    /// change hyper-parameters, but not the optimiser kind; the precision mode is the config's.
+    pub fn resume(config: &TrainConfig, state_dir: &Path, models_dir: &Path) -> Result<Trainer> {
+        Trainer::resume_inner(config, state_dir, models_dir, false)
+    }
+
+    #[doc(hidden)]
+    pub fn resume_allowing_cpu_half(config: &TrainConfig, state_dir: &Path, models_dir: &Path) -> Result<Trainer> {
+        Trainer::resume_inner(config, state_dir, models_dir, true)
+    }
+
+    fn resume_inner(config: &TrainConfig, state_dir: &Path, models_dir: &Path, allow_cpu_half: bool) -> Result<Trainer> {
+        config.validate()?;
+        let loaded = state::load(state_dir, models_dir)?;
+        let meta = loaded.meta;
+        let bad = |reason: String| state::inconsistent(state_dir, models_dir, reason);
+        if config.optimizer.kind != meta.config.optimizer.kind
+            || Optimizer::buffer_kinds(&config.optimizer) != Optimizer::buffer_kinds(&meta.config.optimizer)
+        {
+            return Err(TrainError::Config(format!(
+                "the training state in {} was written with optimizer {} (momentum {}); resuming needs the same kind",
+                state_dir.display(),
+                meta.config.optimizer.kind.name(),
+                meta.config.optimizer.momentum
+            )));
+        }
+        let options = run_options(config)?;
+        let mut network = Network::new(&meta.model, &options, None)?;
+        {
+            let model: Vec<(String, Tensor)> = loaded
+                .tensors
+                .iter()
+                .filter_map(|(k, t)| k.strip_prefix("model/").map(|n| (n.to_string(), t.shallow_clone())))
+                .collect();
+            let path = state_dir.join(&meta.tensors_file);
+            checkpoint::copy_into(&path, &model, network.var_store_mut()).map_err(|e| bad(e.to_string()))?;
+        }
+        let mode = Mode::resolve(config.precision, network.device(), allow_cpu_half)?;
+        let mut trainer = Trainer::assemble(config.clone(), network, mode, meta.last_checkpoint.clone())?;
+        let optim: HashMap<String, Tensor> = loaded
+            .tensors
+            .iter()
+            .filter_map(|(k, t)| k.strip_prefix("optim/").map(|n| (n.to_string(), t.shallow_clone())))
+            .collect();
+        trainer.optimizer.load_state(meta.optimizer_steps, &optim).map_err(bad)?;
+        if let Some(compute) = trainer.compute.as_mut() {
+            let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
+            compute.load_master(&master, true);
+        }
+        trainer.step = meta.step;
+        trainer.samples_seen = meta.samples_seen;
+        trainer.rng = meta.rng;
+        if trainer.mode == Mode::F16 {
+            trainer.scaler = Some(meta.loss_scaler.unwrap_or_else(|| LossScaler::new(&config.loss_scale)));
+        }
+        Ok(trainer)
+    }
+
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    pub fn samples_seen(&self) -> u64 {
+        self.samples_seen
+    }
+
+    /// The sampler state for the next batch.
+    pub fn rng(&self) -> &Rng {
+        &self.rng
+    }
+
+    pub fn config(&self) -> &TrainConfig {
+        &self.config
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn device(&self) -> Device {
+        self.device
+    }
+
+    /// The network (master weights, f32).
+    pub fn network(&self) -> &Network {
+        &self.network
+    }
+
+    pub fn model_config(&self) -> &ModelConfig {
+        self.network.config()
+    }
+
+    pub fn loss_scaler(&self) -> Option<&LossScaler> {
+        self.scaler.as_ref()
+    }
+
+    /// File name of the last checkpoint written (or started from).
+    pub fn parent(&self) -> Option<&str> {
+        self.parent.as_deref()
+    }
+
+    /// The learning rate of the next step.
+    pub fn lr(&self) -> f64 {
+        self.config.lr.at(self.step)
+    }
+
+    /// One optimiser step on `batch`.
+    pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
+        let lr = self.lr();
+        let b = batch.to_device(self.device);
+        let (l, grads_norm, applied) = self.forward_backward_update(&b, lr)?;
+        self.step += 1;
+        self.samples_seen += batch.len() as u64;
+        if let Some(rng) = &batch.rng_after {
+            self.rng = rng.clone();
+        }
+        let stats = Tensor::stack(&[l.0, l.1, l.2, l.3, l.4], 0).to_kind(Kind::Float).to_device(Device::Cpu);
+        let v = Vec::<f32>::try_from(&stats)?;
+        Ok(StepStats {
+            step: self.step,
+            samples_seen: self.samples_seen,
+            samples: batch.len(),
+            lr,
+            policy_loss: v[0],
+            value_loss: v[1],
+            loss: v[2],
+            policy_top1: v[3],
+            value_accuracy: v[4],
+            grad_norm: grads_norm,
+            skipped: !applied,
+            loss_scale: self.scaler.as_ref().map(|s| s.scale),
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn forward_backward_update(&mut self, b: &DeviceBatch, lr: f64) -> Result<((Tensor, Tensor, Tensor, Tensor, Tensor), f64, bool)> {
+        // Gradients of the tensors that compute.
+        match self.compute.as_mut() {
+            Some(c) => c.params.iter_mut().for_each(|p| p.zero_grad()),
+            None => {
+                for (_, p) in self.optimizer.params() {
+                    let mut p = p.shallow_clone();
+                    p.zero_grad();
+                }
+            }
+        }
+        let (policy, wdl) = match (self.mode, self.compute.as_ref()) {
+            (Mode::Bf16, Some(c)) => {
+                c.net.forward_t(&b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16), true)
+            }
+            (Mode::F16, _) => tch::autocast(true, || self.network.net().forward_t(&b.input1, &b.input2, true)),
+            _ => self.network.net().forward_t(&b.input1, &b.input2, true),
+        };
+        let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), b, &self.config.loss);
+        match &self.scaler {
+            Some(s) => (&l.total * s.scale).backward(),
+            None => l.total.backward(),
+        }
+        let sources: Vec<Tensor> = match self.compute.as_ref() {
+            Some(c) => c.params.iter().map(|p| p.shallow_clone()).collect(),
+            None => self.optimizer.params().iter().map(|(_, p)| p.shallow_clone()).collect(),
+        };
+        let mut grads: Vec<Tensor> = sources
+            .iter()
+            .map(|p| {
+                let g = p.grad();
+                if !g.defined() {
+                    p.zeros_like().to_kind(Kind::Float)
+                } else if g.kind() != Kind::Float {
+                    g.to_kind(Kind::Float)
+                } else {
+                    g
+                }
+            })
+            .collect();
+        let norm = match &self.scaler {
+            Some(s) => s.unscale(&mut grads),
+            None => global_norm(&grads),
+        };
+        let finite = norm.is_finite();
+        let apply = match self.scaler.as_mut() {
+            Some(s) => s.update(finite, &self.config.loss_scale),
+            None => finite,
+        };
+        if !finite && self.scaler.is_none() {
+            return Err(TrainError::Diverged {
+                step: self.step,
+                what: format!(
+                    "the gradient norm is {norm} (loss {}); lower the learning rate or set optimizer.grad_clip_norm",
+                    l.total.double_value(&[])
+                ),
+            });
+        }
+        if apply {
+            clip_gradients(&mut grads, norm, self.config.optimizer.grad_clip_norm);
+            self.optimizer.step(&grads, lr);
+        }
+        if let Some(c) = self.compute.as_mut() {
+            c.buffers_to_master();
+            if apply {
+                let master: Vec<Tensor> = self.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
+                c.load_master(&master, false);
+            }
+        }
+        Ok(((l.policy, l.value, l.total.detach(), l.policy_top1, l.value_accuracy), norm, apply))
+    }
+
+    /// Writes `models_dir/model-STEP.safetensors` and its sidecar (atomically) and makes it the
+    /// parent of the next one. Returns its path.
+    pub fn save_checkpoint(&mut self, models_dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(models_dir).map_err(crate::error::io(models_dir))?;
+        let path = models_dir.join(checkpoint::file_name(self.step));
+        let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
+        self.network.save(&path, &info)?;
+        self.parent = Some(checkpoint::file_name(self.step));
+        Ok(path)
+    }
+
+    /// Writes the full training state into `state_dir` (atomically).
+    pub fn save_state(&self, state_dir: &Path) -> Result<()> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in self.network.var_store().variables() {
+            tensors.insert(format!("model/{name}"), t);
+        }
+        for (name, t) in self.optimizer.state_tensors() {
+            tensors.insert(format!("optim/{name}"), t);
+        }
+        let mut meta = StateMeta {
+            format: String::new(),
+            format_version: 0,
+            step: self.step,
+            samples_seen: self.samples_seen,
+            optimizer_steps: self.optimizer.steps(),
+            model: self.network.config().clone(),
+            config: self.config.clone(),
+            rng: self.rng.clone(),
+            loss_scaler: self.scaler.clone(),
+            last_checkpoint: self.parent.clone(),
+            tensors_file: String::new(),
+            tensors_sha256: String::new(),
+            koma_version: String::new(),
+            created_unix: 0,
+        };
+        state::save(state_dir, &mut meta, &tensors)
+    }
+}
+
+/// Loss and agreement of a network on a batch, in inference mode (batch-norm running
+/// statistics, no gradients): for evaluating a trained net against its targets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    pub policy_loss: f64,
+    pub value_loss: f64,
+    pub policy_top1: f64,
+    pub value_accuracy: f64,
+}
+
+pub fn evaluate(network: &Network, batch: &HostBatch, loss: &crate::config::LossConfig) -> Evaluation {
+    let _guard = tch::no_grad_guard();
+    let b = batch.to_device(network.device());
+    let (p, v) = network.forward_tensors(&b.input1, &b.input2);
+    let l = losses(&p.to_kind(Kind::Float), &v.to_kind(Kind::Float), &b, loss);
+    Evaluation {
+        policy_loss: l.policy.double_value(&[]),
+        value_loss: l.value.double_value(&[]),
+        policy_top1: l.policy_top1.double_value(&[]),
+        value_accuracy: l.value_accuracy.double_value(&[]),
+    }
+}

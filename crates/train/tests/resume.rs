@@ -1,0 +1,163 @@
+//! `--resume` continues exactly: a run interrupted at step K and resumed produces the same
+//! losses, bit for bit, as an uninterrupted run, and the same final weights (CPU, fixed seed,
+//! one libtorch thread). A corrupt training state is refused clearly and nothing is changed.
+
+use std::path::{Path, PathBuf};
+
+use koma_data::write_shard;
+use koma_nn::checkpoint;
+use koma_nn::{ModelConfig, Network, Precision, RunOptions};
+use koma_train::metrics::read_metrics;
+use koma_train::synth::{random_games, SynthPolicy};
+use koma_train::{train, ModelInit, OptimizerKind, Progress, ResumeMode, RunPaths, Schedule, TrainConfig, TrainError, TrainOptions};
+
+/// Fresh networks are initialised from libtorch's process-wide generator: the two tests must not
+/// interleave their initialisations.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn model() -> ModelConfig {
+    ModelConfig { blocks: 1, channels: 16, policy_channels: 8, value_channels: 2, value_hidden: 16, ..ModelConfig::tiny() }
+}
+
+fn config(kind: OptimizerKind) -> TrainConfig {
+    let mut c = TrainConfig { device: "cpu".into(), precision: Precision::F32, seed: 7, batch_size: 32, ..TrainConfig::default() };
+    c.checkpoint_every = 5;
+    c.log_every = 3;
+    c.optimizer.kind = kind;
+    c.optimizer.grad_clip_norm = 2.0;
+    c.lr.base = if kind == OptimizerKind::Sgd { 0.05 } else { 0.002 };
+    c.lr.warmup_steps = 4;
+    c.lr.schedule = Schedule::Cosine;
+    c.lr.decay_steps = 20;
+    c.window.early_plies = 10;
+    c.window.early_probability = 0.5;
+    c
+}
+
+/// (step, policy loss, value loss, grad norm, lr, loss scale) as exact bits.
+type Fingerprint = (u64, u32, u32, u64, u64, Option<u64>);
+
+fn run(options: &TrainOptions) -> Vec<Fingerprint> {
+    let mut out = Vec::new();
+    train(options, &mut |p| {
+        if let Progress::Step(s) = p {
+            out.push((
+                s.step,
+                s.policy_loss.to_bits(),
+                s.value_loss.to_bits(),
+                s.grad_norm.to_bits(),
+                s.lr.to_bits(),
+                s.loss_scale.map(f64::to_bits),
+            ));
+        }
+    })
+    .unwrap();
+    out
+}
+
+fn options(run_dir: &Path, shards: &Path, steps: u64, config: &TrainConfig, resume: ResumeMode) -> TrainOptions {
+    let mut o = TrainOptions::new(RunPaths::new(run_dir.to_path_buf(), shards.to_path_buf()), Some(ModelInit::Fresh(model())), Some(steps), config.clone());
+    o.resume = resume;
+    o.allow_cpu_half = true;
+    o
+}
+
+fn weights_sha(run_dir: &Path, step: u64) -> String {
+    checkpoint::read_meta(&run_dir.join("models").join(checkpoint::file_name(step))).unwrap().weights_sha256
+}
+
+fn shards(tmp: &Path) -> PathBuf {
+    let dir = tmp.join("shards");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, chunk) in random_games(24, 4, SynthPolicy::Random).chunks(8).enumerate() {
+        write_shard(&dir.join(format!("s-{i:06}.h5")), chunk).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    // SGD (Nesterov, weight decay) in f32; AdamW with the f16 loss-scaling path (a no-op
+    // autocast on the CPU, but the scaler state must survive the resume).
+    for (name, kind, precision) in [("sgd", OptimizerKind::Sgd, Precision::F32), ("adamw", OptimizerKind::AdamW, Precision::F16)] {
+        let mut c = config(kind);
+        c.precision = precision;
+        c.loss_scale.growth_interval = 4;
+        let a_dir = tmp.path().join(format!("{name}-a"));
+        let b_dir = tmp.path().join(format!("{name}-b"));
+        let full = run(&options(&a_dir, &data, 20, &c, ResumeMode::Never));
+        assert_eq!(full.len(), 20);
+        let first = run(&options(&b_dir, &data, 12, &c, ResumeMode::Never));
+        assert_eq!(first[..], full[..12]);
+        // Stopped at 12, between checkpoints (10, 15): the state was written at 12.
+        let second = run(&options(&b_dir, &data, 20, &c, ResumeMode::Required));
+        assert_eq!(second.len(), 8);
+        for (x, y) in second.iter().zip(&full[12..]) {
+            assert_eq!(x, y, "{name}: resumed step {} differs", x.0);
+        }
+        assert_eq!(weights_sha(&a_dir, 20), weights_sha(&b_dir, 20), "{name}");
+        assert_eq!(weights_sha(&a_dir, 15), weights_sha(&b_dir, 15), "{name}");
+        // Metrics lines: one per logged step, no duplicates after the resume.
+        let steps: Vec<u64> = read_metrics(&b_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
+        assert_eq!(steps, [3, 6, 9, 12, 15, 18, 20], "{name}");
+        let a: Vec<u64> = read_metrics(&a_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
+        assert_eq!(a, [3, 6, 9, 12, 15, 18, 20], "{name}");
+    }
+}
+
+#[test]
+fn corrupt_state_is_refused_and_the_last_checkpoint_kept() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    let c = config(OptimizerKind::Sgd);
+    let dir = tmp.path().join("run");
+    run(&options(&dir, &data, 10, &c, ResumeMode::Never));
+    let state_dir = dir.join("train/state");
+    let last = dir.join("models").join(checkpoint::file_name(10));
+    let tensors: Vec<PathBuf> = std::fs::read_dir(&state_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    assert_eq!(tensors.len(), 1, "older tensors files are removed");
+    let tensors = &tensors[0];
+    let good = std::fs::read(tensors).unwrap();
+
+    // One flipped byte in the tensors.
+    let mut bad = good.clone();
+    let i = bad.len() - 100;
+    bad[i] ^= 0x40;
+    std::fs::write(tensors, &bad).unwrap();
+    let resume = options(&dir, &data, 15, &c, ResumeMode::Required);
+    let err = train(&resume, &mut |_| {}).unwrap_err();
+    let msg = err.to_string();
+    assert!(matches!(err, TrainError::CorruptState { .. }), "{msg}");
+    assert!(msg.contains("corrupt training state") && msg.contains("SHA-256"), "{msg}");
+    assert!(msg.contains("model-00000010.safetensors") && msg.contains("--model"), "{msg}");
+    // Nothing was changed: the state is as it was, the checkpoint loads.
+    assert_eq!(std::fs::read(tensors).unwrap(), bad);
+    Network::load(&last, &RunOptions::cpu()).unwrap();
+    assert!(!dir.join("models").join(checkpoint::file_name(15)).exists());
+
+    // A truncated tensors file, a damaged state.json, one from the future.
+    std::fs::write(tensors, &good[..good.len() / 2]).unwrap();
+    assert!(train(&resume, &mut |_| {}).unwrap_err().to_string().contains("SHA-256"));
+    std::fs::write(tensors, &good).unwrap();
+    let json_path = state_dir.join("state.json");
+    let json = std::fs::read_to_string(&json_path).unwrap();
+    std::fs::write(&json_path, &json[..json.len() / 2]).unwrap();
+    let msg = train(&resume, &mut |_| {}).unwrap_err().to_string();
+    assert!(msg.contains("state.json") && msg.contains("not valid JSON"), "{msg}");
+    std::fs::write(&json_path, json.replace("\"format_version\": 1", "\"format_version\": 9")).unwrap();
+    assert!(train(&resume, &mut |_| {}).unwrap_err().to_string().contains("format_version"));
+
+    // Restored, it resumes.
+    std::fs::write(&json_path, &json).unwrap();
+    let s = train(&resume, &mut |_| {}).unwrap();
+    assert_eq!((s.start_step, s.final_step), (10, 15));
+}
