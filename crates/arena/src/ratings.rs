@@ -26,7 +26,7 @@ pub struct Rating {
 const ELO_PER_NAT: f64 = 400.0 / std::f64::consts::LN_10;
 const PRIOR_DRAWS: f64 = 1.0;
 
-/// Fits ratings; `anchor` gets 0 Elo (or the first player alphabetically when it didn't play).
+/// Fits ratings; `anchor` gets 0 Elo (or, when it did not play, the first player seen).
 pub fn fit(games: &[GameOutcome], anchor: &str) -> Vec<Rating> {
     let mut index: BTreeMap<&str, usize> = BTreeMap::new();
     for g in games {

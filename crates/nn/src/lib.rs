@@ -18,6 +18,7 @@ pub mod encoding;
 mod error;
 pub mod inference;
 pub mod model;
+mod search_evaluator;
 
 pub use checkpoint::{CheckpointMeta, EncodingInfo, TrainingInfo};
 pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};

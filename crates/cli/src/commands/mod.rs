@@ -3,6 +3,7 @@
 
 use clap::Subcommand;
 
+mod arena;
 mod bench;
 mod convert;
 mod encode;
@@ -12,7 +13,10 @@ mod info;
 mod init;
 mod nn_args;
 mod perft;
+mod plot;
+mod ratings;
 mod rules;
+mod selfplay;
 mod show;
 mod train;
 
@@ -28,6 +32,12 @@ pub enum Command {
     Show(show::Args),
     /// Convert game records between CSA, KIF/KIFU, KI2, USI and SFEN, or print them as move text.
     Convert(convert::Args),
+    /// Play games with a network and write them as HDF5 training shards.
+    Selfplay(selfplay::Args),
+    /// Play a match between two players (checkpoints, reference players, USI engines).
+    Arena(arena::Args),
+    /// Fit ratings over arena results and print (and plot) them.
+    Ratings(ratings::Args),
     /// Measure the speed figures each stage promises (`koma bench rules`, …).
     Bench(bench::Args),
     /// Write dlshogi features and move labels of `<sfen> [<usi-move>]` lines to HDF5.
@@ -51,6 +61,9 @@ impl Command {
             Command::Show(args) => show::run(args),
             Command::Bench(args) => bench::run(args),
             Command::Convert(args) => convert::run(args),
+            Command::Selfplay(args) => selfplay::run(args),
+            Command::Arena(args) => arena::run(args),
+            Command::Ratings(args) => ratings::run(args),
             Command::Encode(args) => encode::run(args),
             Command::Init(args) => init::run(args),
             Command::Eval(args) => eval::run(args),

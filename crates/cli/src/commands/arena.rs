@@ -1,0 +1,133 @@
+//! `koma arena`: a match between two players (koma checkpoints, reference players, USI engines)
+//! in colour-swapped pairs from an opening suite, with live W/D/L, Elo ± 95% CI and SPRT.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
+use koma_arena::openings::read_suite;
+use koma_arena::player::{GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
+use koma_arena::stats::Sprt;
+use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
+use koma_nn::{Network, SharedNetwork};
+use koma_shogi::rules::GameRules;
+
+use super::nn_args::RunArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A player, given twice: `random`, `greedy`, `mcts-material[@SIMS]`, a checkpoint path
+    /// `models/model-00001000.safetensors[@SIMS]`, or `usi:COMMAND [ARGS…]` for a USI engine.
+    #[arg(long = "player", required = true, num_args = 1)]
+    players: Vec<String>,
+    /// Games (rounded up to colour-swapped pairs).
+    #[arg(long, default_value_t = 100)]
+    games: usize,
+    /// Opening suite, one USI position per line (default: the start position).
+    #[arg(long)]
+    openings: Option<PathBuf>,
+    /// Games played at once.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Stop early on a decision: elo0,elo1,alpha,beta.
+    #[arg(long)]
+    sprt: Option<String>,
+    /// Simulations per move for search players without @SIMS.
+    #[arg(long, default_value_t = 200)]
+    simulations: u32,
+    /// Milliseconds per move for USI engines (byoyomi).
+    #[arg(long, default_value_t = 1000)]
+    byoyomi: u64,
+    /// Plies after which a game is drawn.
+    #[arg(long, default_value_t = 320)]
+    max_plies: u32,
+    /// Results are appended here, one JSON line per game.
+    #[arg(long, default_value = "arena/results.jsonl")]
+    results: PathBuf,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn factory(spec: &str, simulations: u32, byoyomi: u64, rules: GameRules, run: &RunArgs) -> Result<PlayerFactory> {
+    if let Some(command) = spec.strip_prefix("usi:") {
+        let mut words = command.split_whitespace().map(String::from);
+        let program = words.next().context("usi: needs a command")?;
+        let config = UsiEngineConfig {
+            name: String::new(),
+            command: program,
+            args: words.collect(),
+            options: vec![],
+            limit: GoLimit::Byoyomi(byoyomi),
+            margin: Duration::from_millis(1000),
+            startup_timeout: Duration::from_secs(60),
+        };
+        return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
+    }
+    let (name, sims) = match spec.split_once('@') {
+        Some((n, s)) => (n, s.parse::<u32>().with_context(|| format!("player {spec:?}: simulations {s:?}"))?),
+        None => (spec, simulations),
+    };
+    Ok(match name {
+        "random" => Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>)),
+        "greedy" => Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>)),
+        "mcts-material" => Arc::new(move |seed| {
+            Ok(Box::new(MctsPlayer::new(&format!("mcts-material@{sims}"), Arc::new(MaterialEvaluator), sims, 8, rules, seed)) as Box<dyn Player>)
+        }),
+        path => {
+            let path = PathBuf::from(path);
+            if !path.exists() {
+                bail!("player {spec:?}: not random, greedy, mcts-material, usi:… or an existing checkpoint");
+            }
+            let network = Network::load(&path, &run.options()?).with_context(|| format!("loading {}", path.display()))?;
+            let shared: Arc<SharedNetwork> = Arc::new(SharedNetwork::new(network));
+            let label = format!("{}@{sims}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+            Arc::new(move |seed| Ok(Box::new(MctsPlayer::new(&label, shared.clone(), sims, 16, rules, seed)) as Box<dyn Player>))
+        }
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if args.players.len() != 2 {
+        bail!("--player must be given exactly twice (found {})", args.players.len());
+    }
+    let rules = GameRules { max_plies: args.max_plies, ..GameRules::default() };
+    let a = factory(&args.players[0], args.simulations, args.byoyomi, rules, &args.run)?;
+    let b = factory(&args.players[1], args.simulations, args.byoyomi, rules, &args.run)?;
+    let openings = match &args.openings {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            read_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?
+        }
+        None => Vec::new(),
+    };
+    let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
+    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()) };
+    let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
+    let state = run_match(a, b, &config, &mut |_, s| {
+        bar.set_position(s.played as u64);
+        let elo = s.elo().map(|e| format!("Elo {:+.0} ± {:.0}", e.elo, e.margin())).unwrap_or_default();
+        let llr = s.llr.map(|l| format!("  LLR {l:.2}")).unwrap_or_default();
+        bar.set_message(format!("+{} ={} -{}  score {:.3}  {elo}{llr}", s.wins, s.draws, s.losses, s.score()));
+    })
+    .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    println!("{} vs {}: {} games, +{} ={} -{}, score {:.3}", state.a_name, state.b_name, state.played, state.wins, state.draws, state.losses, state.score());
+    if let Some(e) = state.elo() {
+        println!("Elo difference {:+.1} (95% CI {:+.1} … {:+.1})", e.elo, e.lower, e.upper);
+    }
+    for (i, colour) in ["Black", "White"].iter().enumerate() {
+        let (points, games) = state.by_colour[i];
+        if games > 0 {
+            println!("as {colour}: {points:.1}/{games}");
+        }
+    }
+    if let Some(d) = state.decision {
+        println!("SPRT: {d:?} (LLR {:.2})", state.llr.unwrap_or(0.0));
+    }
+    println!("results appended to {}", args.results.display());
+    Ok(())
+}

@@ -1,0 +1,86 @@
+//! `koma ratings`: a Bradley–Terry fit over every game in arena results files (or a run's
+//! arena/results.jsonl), printed as a table and, with --plot, drawn as Elo against training step.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use koma_arena::ratings::{fit, GameOutcome};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// results.jsonl files or run directories (their arena/results.jsonl is read).
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// The player rated 0 Elo.
+    #[arg(long, default_value = "random")]
+    anchor: String,
+    /// Draw Elo against training step to this PNG (via the project's Python, matplotlib).
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// Print one JSON object per player.
+    #[arg(long)]
+    json: bool,
+}
+
+fn read_results(path: &Path, out: &mut Vec<GameOutcome>) -> Result<()> {
+    let file = if path.is_dir() { path.join("arena/results.jsonl") } else { path.to_path_buf() };
+    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: line {}", file.display(), i + 1))?;
+        let (Some(black), Some(white)) = (v["black"].as_str(), v["white"].as_str()) else {
+            anyhow::bail!("{}: line {}: missing black/white", file.display(), i + 1);
+        };
+        let score = match v["winner"].as_str() {
+            Some("black") => 1.0,
+            Some("white") => 0.0,
+            _ => 0.5,
+        };
+        out.push(GameOutcome { first: black.to_string(), second: white.to_string(), score });
+    }
+    Ok(())
+}
+
+/// The training step in a player name such as `model-00001000@200`.
+fn step_of(player: &str) -> Option<u64> {
+    player.strip_prefix("model-")?.split('@').next()?.parse().ok()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let mut games = Vec::new();
+    for input in &args.inputs {
+        read_results(input, &mut games)?;
+    }
+    let ratings = fit(&games, &args.anchor);
+    if args.json {
+        for r in &ratings {
+            println!("{}", serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "games": r.games, "points": r.points, "step": step_of(&r.player) }));
+        }
+    } else {
+        println!("{:<32} {:>8} {:>7} {:>7} {:>7}", "player", "Elo", "±95%", "games", "score");
+        for r in &ratings {
+            println!("{:<32} {:>8.1} {:>7.1} {:>7.0} {:>6.1}%", r.player, r.elo, r.margin, r.games, 100.0 * r.points / r.games.max(1.0));
+        }
+    }
+    if let Some(png) = &args.plot {
+        let points: Vec<serde_json::Value> = ratings
+            .iter()
+            .map(|r| serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "step": step_of(&r.player) }))
+            .collect();
+        let tmp = png.with_extension("ratings.json");
+        std::fs::write(&tmp, serde_json::to_string(&points)?)?;
+        let python = std::env::var("KOMA_PYTHON").unwrap_or_else(|_| "python3".into());
+        let status = std::process::Command::new(&python)
+            .args(["-c", super::plot::RATINGS_PLOT])
+            .arg(&tmp)
+            .arg(png)
+            .status()
+            .with_context(|| format!("running {python} for the plot"))?;
+        let _ = std::fs::remove_file(&tmp);
+        anyhow::ensure!(status.success(), "the plot script failed");
+        println!("plot written to {}", png.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,109 @@
+//! `koma selfplay`: play games with a network and write them as HDF5 training shards, with live
+//! progress and a summary.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use koma_data::ShardWriter;
+use koma_nn::{Network, SharedNetwork};
+use koma_selfplay::{EvaluatorSlot, SelfPlayConfig, StartPositions};
+
+use super::nn_args::RunArgs;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The checkpoint that plays (model-STEP.safetensors with its JSON sidecar).
+    #[arg(long)]
+    model: PathBuf,
+    /// Games to play.
+    #[arg(long, default_value_t = 100)]
+    games: usize,
+    /// Directory the shards are written to.
+    #[arg(long)]
+    out: PathBuf,
+    /// TOML file with a [selfplay] table (see configs/); defaults otherwise.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Opening suite (USI position lines) used for `openings_fraction` of the games.
+    #[arg(long)]
+    openings: Option<PathBuf>,
+    /// Games per shard.
+    #[arg(long, default_value_t = 32)]
+    games_per_shard: usize,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
+    let Some(path) = path else { return Ok(SelfPlayConfig::default()) };
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let file: toml::Table = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
+    let selfplay = file.get("selfplay").cloned().unwrap_or(toml::Value::Table(Default::default()));
+    let config: SelfPlayConfig = selfplay.try_into().with_context(|| format!("{}: [selfplay]", path.display()))?;
+    config.rules().map_err(anyhow::Error::msg).with_context(|| format!("{}: [selfplay]", path.display()))?;
+    Ok(config)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let config = load_selfplay_config(args.config.as_ref())?;
+    let network = Network::load(&args.model, &args.run.options()?).with_context(|| format!("loading {}", args.model.display()))?;
+    let model_name = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name);
+    let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
+    if let Some(path) = &args.openings {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        starts = starts.with_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?;
+    }
+    let prefix = format!("selfplay-{}", std::process::id());
+    let writer = ShardWriter::spawn(&args.out, &prefix, args.games_per_shard)?;
+    let bar = ProgressBar::new(args.games as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
+    let started = Instant::now();
+    let stats = koma_selfplay::run(
+        &config,
+        starts,
+        slot,
+        args.games,
+        writer.sender(),
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_millis(500),
+        &mut |p| {
+            let secs = started.elapsed().as_secs_f64().max(1e-9);
+            bar.set_position(p.stats.games as u64);
+            bar.set_message(format!(
+                "{:.1} moves/s  {:.0} evals/s  avg length {:.0}  B {} W {} D {}",
+                p.moves as f64 / secs,
+                p.inference.positions.load(std::sync::atomic::Ordering::Relaxed) as f64 / secs,
+                p.stats.average_length(),
+                p.stats.black_wins,
+                p.stats.white_wins,
+                p.stats.draws
+            ));
+        },
+    )
+    .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    let written = writer.finish()?;
+    let seconds = started.elapsed().as_secs_f64();
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples })
+        );
+    } else {
+        println!("{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}", stats.games, stats.games as f64 / seconds, written.samples, written.shards.len(), args.out.display());
+        println!("results: Black {} / White {} / draws {}; average length {:.1} plies", stats.black_wins, stats.white_wins, stats.draws, stats.average_length());
+        println!("endings: {}", stats.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+        if let Some(rate) = stats.false_resignation_rate() {
+            println!("resignations {}; false resignations {}/{} no-resign games ({:.1}%)", stats.resignations, stats.false_resignations, stats.no_resign_games, rate * 100.0);
+        }
+    }
+    Ok(())
+}
