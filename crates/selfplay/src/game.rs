@@ -110,12 +110,20 @@ impl Game {
             return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }, model));
         };
         let value = self.search.root_value();
+        let streak = &mut self.low_value_streak[us.index()];
+        *streak = if value < config.resign_value { *streak + 1 } else { 0 };
+        let resigns = *streak >= config.resign_consecutive.max(1);
+        if resigns && self.no_resign {
+            self.would_have_resigned.get_or_insert(us);
+        }
+        let resigning = resigns && !self.no_resign;
         if self.full_search {
             let policy: Vec<(Move, f32)> = self.search.policy_target().into_iter().filter(|&(_, w)| w > 0.0).collect();
             if let Ok(position) = PackedPosition::pack(&self.pos) {
                 self.samples.push(Sample {
                     position,
-                    played: Some(mv),
+                    // A resigning player plays nothing; its searched position is still a sample.
+                    played: (!resigning).then_some(mv),
                     policy,
                     root_wdl: self.search.root_wdl(),
                     result: 0,
@@ -125,14 +133,8 @@ impl Game {
                 self.sample_sides.push(us);
             }
         }
-        let streak = &mut self.low_value_streak[us.index()];
-        *streak = if value < config.resign_value { *streak + 1 } else { 0 };
-        if *streak >= config.resign_consecutive.max(1) {
-            if self.no_resign {
-                self.would_have_resigned.get_or_insert(us);
-            } else {
-                return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Resignation }, model));
-            }
+        if resigning {
+            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Resignation }, model));
         }
         self.pos.do_move(mv);
         self.moves.push(mv);

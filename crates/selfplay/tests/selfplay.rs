@@ -45,6 +45,12 @@ fn check_game(game: &GameSamples, config: &SelfPlayConfig) {
         assert!(!pos.status(&rules).is_terminal(), "game went on after {:?} at ply {ply}", pos.status(&rules));
         pos.do_move(mv);
     }
+    // A resigning player's last search is a sample of the final position, with no move played.
+    if let Some(s) = sample_iter.next() {
+        assert_eq!(game.result.reason, EndReason::Resignation, "samples beyond the game");
+        assert_eq!((s.ply as usize, s.played), (game.moves.len(), None));
+        assert_eq!(s.result, -1, "the resigning side lost");
+    }
     assert!(sample_iter.next().is_none(), "samples beyond the game");
     assert_eq!(game.length as usize, game.moves.len());
     let status = pos.status(&rules);
