@@ -30,7 +30,8 @@ pub struct Progress<'a> {
     pub inference: &'a InferenceStats,
 }
 
-/// Plays `games` games (or until `stop` is set) and sends each finished game to `sink`.
+/// Plays `games` games (or until `stop` is set, which abandons the games in progress) and sends
+/// each finished game to `sink`.
 /// `on_progress` is called about every `every` with the running totals.
 pub fn run(
     config: &SelfPlayConfig,

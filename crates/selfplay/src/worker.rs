@@ -54,6 +54,10 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
     }
     let mut in_flight: [Option<InFlight>; 2] = [None, None];
     loop {
+        // A stop abandons the games in progress (their samples would be incomplete anyway).
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
         let mut active = false;
         for g in 0..2 {
             if let Some((answer, owners)) = in_flight[g].take() {

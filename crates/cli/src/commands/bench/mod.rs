@@ -7,6 +7,7 @@ use clap::Subcommand;
 mod mcts;
 mod nn;
 mod rules;
+mod selfplay;
 mod train;
 
 #[derive(Debug, clap::Args)]
@@ -21,6 +22,8 @@ enum Target {
     Rules(rules::Args),
     /// Search simulations per second with a zero-cost evaluator, and bytes per node.
     Mcts(mcts::Args),
+    /// Network evaluations/s inside self-play against the plain forward pass of the same net.
+    Selfplay(selfplay::Args),
     /// Network throughput (encode / forward / evaluate / plain tch) by batch size, tiny and standard nets.
     Nn(nn::Args),
     /// Training samples/s at batch 256, tiny and standard nets, against the same training in plain PyTorch.
@@ -31,6 +34,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.target {
         Target::Rules(a) => rules::run(a),
         Target::Mcts(a) => mcts::run(a),
+        Target::Selfplay(a) => selfplay::run(a),
         Target::Nn(a) => nn::run(a),
         Target::Train(a) => train::run(a),
     }
