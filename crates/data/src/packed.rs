@@ -142,54 +142,8 @@ impl PackedPosition {
                 hand.set(pt, n);
             }
         }
-        let sfen = sfen_of(&board, side, &hands);
-        Position::from_sfen(&sfen).map_err(|e| PackError::Corrupt(format!("{e} ({sfen})")))
+        Position::from_board(board, hands, side, 1).map_err(|e| PackError::Corrupt(e.to_string()))
     }
-}
-
-/// SFEN of raw parts, so unpacking goes through the same validation as any other input.
-fn sfen_of(board: &[Option<Piece>; 81], side: Color, hands: &[Hand; 2]) -> String {
-    let mut out = String::with_capacity(96);
-    for rank in 0..9u8 {
-        if rank > 0 {
-            out.push('/');
-        }
-        let mut empty = 0;
-        for file in (0..9u8).rev() {
-            match board[Square::new(file, rank).expect("on board").index()] {
-                None => empty += 1,
-                Some(p) => {
-                    if empty > 0 {
-                        out.push_str(&empty.to_string());
-                        empty = 0;
-                    }
-                    out.push_str(&p.sfen());
-                }
-            }
-        }
-        if empty > 0 {
-            out.push_str(&empty.to_string());
-        }
-    }
-    out.push(' ');
-    out.push(side.sfen_char());
-    out.push(' ');
-    let mut hand_text = String::new();
-    for (color, hand) in Color::ALL.into_iter().zip(hands) {
-        for pt in HAND_ORDER.iter().rev() {
-            let n = hand.count(*pt);
-            if n > 1 {
-                hand_text.push_str(&n.to_string());
-            }
-            if n > 0 {
-                let c = pt.sfen_letter();
-                hand_text.push(if color == Color::Black { c } else { c.to_ascii_lowercase() });
-            }
-        }
-    }
-    out.push_str(if hand_text.is_empty() { "-" } else { &hand_text });
-    out.push_str(" 1");
-    out
 }
 
 impl std::fmt::Debug for PackedPosition {

@@ -8,19 +8,9 @@ use crate::piece::PieceType;
 use crate::position::Position;
 use crate::square::Square;
 
-const HAND_ORDER: [PieceType; 7] = [
-    PieceType::Rook,
-    PieceType::Bishop,
-    PieceType::Gold,
-    PieceType::Silver,
-    PieceType::Knight,
-    PieceType::Lance,
-    PieceType::Pawn,
-];
-
 fn hand_text(pos: &Position, color: Color) -> String {
     let hand = pos.hand(color);
-    let parts: Vec<String> = HAND_ORDER
+    let parts: Vec<String> = PieceType::HAND_WRITE_ORDER
         .iter()
         .filter(|&&pt| hand.has(pt))
         .map(|&pt| match hand.count(pt) {

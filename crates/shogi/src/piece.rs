@@ -55,6 +55,17 @@ impl PieceType {
         PieceType::Gold,
     ];
 
+    /// The order hands are written in SFEN, CSA, KIF and diagrams: R B G S N L P.
+    pub const HAND_WRITE_ORDER: [PieceType; 7] = [
+        PieceType::Rook,
+        PieceType::Bishop,
+        PieceType::Gold,
+        PieceType::Silver,
+        PieceType::Knight,
+        PieceType::Lance,
+        PieceType::Pawn,
+    ];
+
     #[inline]
     pub const fn from_u8(v: u8) -> Option<PieceType> {
         if v >= 1 && v <= 14 {

@@ -76,6 +76,12 @@ impl Position {
                 _ => return Err(SfenError::MoveNumber(text.to_string())),
             },
         };
+        Position::from_board(board, hands, side, move_number)
+    }
+
+    /// Builds a position from a board (indexed by square), hands, side to move and move number,
+    /// with the same validation as [`Position::from_sfen`].
+    pub fn from_board(board: [Option<Piece>; 81], hands: [Hand; 2], side: Color, move_number: u32) -> Result<Position, SfenError> {
         validate(&board, &hands)?;
         let pos = Position::from_parts(board, hands, side, move_number);
         let waiting = !side;
@@ -117,7 +123,7 @@ impl Position {
         let start = out.len();
         for color in Color::ALL {
             let hand = self.hand(color);
-            for pt in HAND_PRINT_ORDER {
+            for pt in PieceType::HAND_WRITE_ORDER {
                 let n = hand.count(pt);
                 if n == 0 {
                     continue;
@@ -136,16 +142,6 @@ impl Position {
         out
     }
 }
-
-const HAND_PRINT_ORDER: [PieceType; 7] = [
-    PieceType::Rook,
-    PieceType::Bishop,
-    PieceType::Gold,
-    PieceType::Silver,
-    PieceType::Knight,
-    PieceType::Lance,
-    PieceType::Pawn,
-];
 
 fn rank_char(rank: usize) -> char {
     (b'a' + rank as u8) as char

@@ -136,15 +136,7 @@ impl Setup {
         out.push(' ');
         let start = out.len();
         for c in Color::ALL {
-            for pt in [
-                PieceType::Rook,
-                PieceType::Bishop,
-                PieceType::Gold,
-                PieceType::Silver,
-                PieceType::Knight,
-                PieceType::Lance,
-                PieceType::Pawn,
-            ] {
+            for pt in PieceType::HAND_WRITE_ORDER {
                 let n = hands[c.index()][pt.index()];
                 if n == 0 {
                     continue;
@@ -627,15 +619,7 @@ pub fn position_lines(pos: &Position) -> String {
                 continue;
             }
             let _ = write!(out, "P{}", sign(c));
-            for pt in [
-                PieceType::Rook,
-                PieceType::Bishop,
-                PieceType::Gold,
-                PieceType::Silver,
-                PieceType::Knight,
-                PieceType::Lance,
-                PieceType::Pawn,
-            ] {
+            for pt in PieceType::HAND_WRITE_ORDER {
                 for _ in 0..hand.count(pt) {
                     out.push_str("00");
                     out.push_str(piece_code(pt));

@@ -312,15 +312,7 @@ impl KifReader {
                 let mut any = false;
                 for c in Color::ALL {
                     let hand = self.hands[c.index()].unwrap_or([0; 15]);
-                    for pt in [
-                        PieceType::Rook,
-                        PieceType::Bishop,
-                        PieceType::Gold,
-                        PieceType::Silver,
-                        PieceType::Knight,
-                        PieceType::Lance,
-                        PieceType::Pawn,
-                    ] {
+                    for pt in PieceType::HAND_WRITE_ORDER {
                         let n = hand[pt.index()];
                         if n == 0 {
                             continue;
