@@ -23,23 +23,14 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
     white.new_game();
     let mut pos = start.clone();
     let mut moves = Vec::new();
-    let finish = |pos: &Position, moves: Vec<Move>, result: GameResult, note: Option<String>| PlayedGame {
-        start: {
-            let mut root = pos.clone();
-            while root.plies_from_root() > 0 {
-                root.undo_move();
-            }
-            root
-        },
-        moves,
-        result,
-        note,
-    };
+    // The record starts at the given position (an opening's own moves are not part of the game).
+    let root = start.without_history();
+    let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| PlayedGame { start: root.clone(), moves, result, note };
     loop {
         let us = pos.side_to_move();
         let status = pos.status(rules);
         if let Some(result) = GameResult::from_status(status, us) {
-            return finish(&pos, moves, result, None);
+            return finish(moves, result, None);
         }
         let player: &mut dyn Player = if us == Color::Black { &mut *black } else { &mut *white };
         let lose = |reason| GameResult { winner: Some(!us), reason };
@@ -48,22 +39,22 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
                 let note = format!("{} ({us:?}) forfeits: {error}", player.name());
                 tracing::warn!("{note}");
                 let reason = if error.timeout { EndReason::TimeLoss } else { EndReason::IllegalMove };
-                return finish(&pos, moves, lose(reason), Some(note));
+                return finish(moves, lose(reason), Some(note));
             }
-            Ok(Action::Resign) => return finish(&pos, moves, lose(EndReason::Resignation), None),
+            Ok(Action::Resign) => return finish(moves, lose(EndReason::Resignation), None),
             Ok(Action::Declare) => {
                 if status == Status::DeclarationWin && rules.impasse != ImpasseRule::Try {
-                    return finish(&pos, moves, GameResult { winner: Some(us), reason: EndReason::Declaration }, None);
+                    return finish(moves, GameResult { winner: Some(us), reason: EndReason::Declaration }, None);
                 }
                 let note = format!("{} ({us:?}) declared without the right to", player.name());
                 tracing::warn!("{note}");
-                return finish(&pos, moves, lose(EndReason::IllegalMove), Some(note));
+                return finish(moves, lose(EndReason::IllegalMove), Some(note));
             }
             Ok(Action::Play(m)) => {
                 if !pos.is_legal(m) {
                     let note = format!("{} ({us:?}) played the illegal move {m} in {}", player.name(), pos.to_sfen());
                     tracing::warn!("{note}");
-                    return finish(&pos, moves, lose(EndReason::IllegalMove), Some(note));
+                    return finish(moves, lose(EndReason::IllegalMove), Some(note));
                 }
                 pos.do_move(m);
                 moves.push(m);

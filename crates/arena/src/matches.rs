@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 use crossbeam::channel::unbounded;
 use koma_shogi::rules::GameRules;
+use koma_shogi::record::kif::write_kif;
+use koma_shogi::record::GameRecord;
 use koma_shogi::{Color, Position};
 use serde_json::json;
 
@@ -29,6 +31,8 @@ pub struct MatchConfig {
     pub sprt: Option<Sprt>,
     /// JSONL file the results are appended to.
     pub results: Option<PathBuf>,
+    /// Directory each game is saved to as UTF-8 KIF (`pair-NNNNN-black-NAME.kifu`).
+    pub records: Option<PathBuf>,
 }
 
 /// One finished game of the match.
@@ -89,6 +93,19 @@ impl MatchState {
             self.games.elo()
         }
     }
+}
+
+/// The game as a KIF record with player names and result.
+fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, String> {
+    let (black, white) = if g.a_black { (a, b) } else { (b, a) };
+    let mut record = GameRecord::new(g.game.start.clone());
+    for &m in &g.game.moves {
+        record.push(m).map_err(|e| e.to_string())?;
+    }
+    record.black = Some(black.to_string());
+    record.white = Some(white.to_string());
+    record.result = Some(g.game.result);
+    write_kif(&record).map_err(|e| e.to_string())
 }
 
 fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
@@ -201,6 +218,16 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                 if let Err(e) = writeln!(file, "{}", result_line(&g, &state.a_name, &state.b_name)) {
                     failure.get_or_insert(format!("writing results: {e}"));
                     stop.store(true, Ordering::Relaxed);
+                }
+            }
+            if let Some(dir) = &config.records {
+                let (black, _) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
+                let safe: String = black.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+                let path = dir.join(format!("pair-{:05}-black-{safe}.kifu", g.pair));
+                let written = kif_record(&g, &state.a_name, &state.b_name)
+                    .and_then(|text| std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, text)).map_err(|e| e.to_string()));
+                if let Err(e) = written {
+                    tracing::warn!("could not save {}: {e}", path.display());
                 }
             }
             on_game(&g, &state);

@@ -31,6 +31,7 @@ fn paired_match_with_results_file() {
         openings,
         sprt: None,
         results: Some(results.clone()),
+        records: Some(dir.path().join("arena/games")),
     };
     let mut seen = 0;
     let state = run_match(greedy(), random(), &config, &mut |_, s| seen = s.played).unwrap();
@@ -46,9 +47,19 @@ fn paired_match_with_results_file() {
         let games: Vec<&serde_json::Value> = lines.iter().filter(|l| l["pair"] == pair).collect();
         assert_eq!(games.len(), 2);
         assert_eq!(games[0]["start"], games[1]["start"], "a pair starts from one opening");
+        assert_ne!(games[0]["start"], koma_shogi::STARTPOS_SFEN, "the opening's position is the start");
         assert_ne!(games[0]["black"], games[1]["black"], "colours swap within a pair");
     }
     assert!(read_suite("startpos\nfoo\n").unwrap_err().contains("line 2"));
+    // Every game was saved as KIF and reads back to the same moves.
+    let kifs: Vec<_> = std::fs::read_dir(dir.path().join("arena/games")).unwrap().flatten().collect();
+    assert_eq!(kifs.len(), 8);
+    for entry in kifs {
+        let games = koma_shogi::record::read_file(&entry.path(), koma_shogi::record::Format::Kifu).unwrap();
+        let moves: Vec<String> = games[0].moves.iter().map(|m| m.mv.to_usi()).collect();
+        assert!(lines.iter().any(|l| l["moves"] == moves.join(" ")), "{} matches no result line", entry.path().display());
+        assert!(games[0].result.is_some());
+    }
 }
 
 #[test]
@@ -60,6 +71,7 @@ fn sprt_stops_a_lopsided_match() {
         openings: vec![],
         sprt: Some(Sprt::parse("0,50,0.05,0.05").unwrap()),
         results: None,
+        records: None,
     };
     let state = run_match(greedy(), random(), &config, &mut |_, _| {}).unwrap();
     assert_eq!(state.decision, Some(SprtDecision::H1));

@@ -47,6 +47,9 @@ pub struct Args {
     /// Results are appended here, one JSON line per game.
     #[arg(long, default_value = "arena/results.jsonl")]
     results: PathBuf,
+    /// Each game is saved here as a UTF-8 KIF file.
+    #[arg(long, default_value = "arena/games")]
+    records: PathBuf,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -104,7 +107,7 @@ pub fn run(args: Args) -> Result<()> {
         None => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
-    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()) };
+    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()) };
     let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let state = run_match(a, b, &config, &mut |_, s| {
@@ -128,6 +131,6 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(d) = state.decision {
         println!("SPRT: {d:?} (LLR {:.2})", state.llr.unwrap_or(0.0));
     }
-    println!("results appended to {}", args.results.display());
+    println!("results appended to {}, games saved under {}", args.results.display(), args.records.display());
     Ok(())
 }
