@@ -19,6 +19,7 @@ mod rules;
 mod selfplay;
 mod show;
 mod train;
+mod usi;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -50,6 +51,8 @@ pub enum Command {
     Export(export::Args),
     /// Train a network on shards (self-play or imported records): checkpoints, metrics, exact --resume, --follow.
     Train(train::Args),
+    /// Run as a USI engine on stdin/stdout (for shogi GUIs): `koma usi --model M`.
+    Usi(usi::Args),
 }
 
 impl Command {
@@ -69,6 +72,7 @@ impl Command {
             Command::Eval(args) => eval::run(args),
             Command::Export(args) => export::run(args),
             Command::Train(args) => train::run(args),
+            Command::Usi(args) => usi::run(args),
         }
     }
 }

@@ -1,0 +1,238 @@
+//! Loading the network in the background. `isready` starts a load (when the model, device,
+//! precision or thread count changed) on its own thread and answers `readyok` when it is done,
+//! while the command loop keeps reading (so `quit` works during a slow load). A search waits
+//! for the load it needs, up to its deadline.
+//!
+//! A model that fails to load is reported (`info string`, stderr) and replaced by uniform priors
+//! and an even value, so the engine still answers `readyok` and plays legal moves.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use koma_mcts::{Evaluator, UniformEvaluator};
+use koma_nn::{DeviceSpec, Network, Precision, RunOptions, SharedNetwork};
+use koma_shogi::Position;
+
+use crate::io::Output;
+use crate::options::Options;
+
+/// What decides which network is loaded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadKey {
+    pub model: Option<String>,
+    pub device: String,
+    pub precision: String,
+    pub threads: u64,
+    /// Batch size used to warm the network up.
+    pub warmup_batch: u64,
+}
+
+impl LoadKey {
+    pub fn from_options(options: &Options) -> LoadKey {
+        LoadKey {
+            model: options.model.clone(),
+            device: options.device.clone(),
+            precision: options.precision.clone(),
+            threads: options.threads,
+            warmup_batch: options.batch_size,
+        }
+    }
+}
+
+/// A loaded evaluator.
+pub struct LoadedNet {
+    pub evaluator: Arc<dyn Evaluator>,
+    /// For `info string`: what was loaded, where.
+    pub description: String,
+    /// Whether it runs on a CUDA device (for the default batch size).
+    pub cuda: bool,
+    /// Set when this is a stand-in (no model, or the model failed to load).
+    pub uniform: bool,
+}
+
+impl LoadedNet {
+    pub fn uniform(description: impl Into<String>) -> LoadedNet {
+        LoadedNet { evaluator: Arc::new(UniformEvaluator), description: description.into(), cuda: false, uniform: true }
+    }
+}
+
+/// Loads a model (the `Some` case of [`LoadKey::model`]); replaceable for tests.
+pub type LoadFn = Arc<dyn Fn(&LoadKey) -> Result<LoadedNet, String> + Send + Sync>;
+
+/// The default loader: a koma checkpoint through koma-nn, warmed up with two batches so that the
+/// first move does not pay for CUDA kernel selection.
+pub fn network_loader() -> LoadFn {
+    Arc::new(|key: &LoadKey| {
+        let path = key.model.as_deref().ok_or("no model")?;
+        let options = RunOptions {
+            device: key.device.parse::<DeviceSpec>().map_err(|e| e.to_string())?,
+            precision: key.precision.parse::<Precision>().map_err(|e| e.to_string())?,
+            cpu_threads: (key.threads > 0).then_some(key.threads as usize),
+        };
+        let network = Network::load(Path::new(path), &options).map_err(|e| e.to_string())?;
+        let cuda = network.device().is_cuda();
+        let description = format!(
+            "{path} ({}, step {}) on {} ({:?})",
+            network.config().describe(),
+            network.meta().map_or(0, |m| m.step),
+            koma_nn::device::device_name(network.device()),
+            network.kind()
+        );
+        let shared = SharedNetwork::new(network);
+        let batch = match key.warmup_batch {
+            0 if cuda => 32,
+            0 => 8,
+            n => n as usize,
+        };
+        let start = Position::startpos();
+        let positions: Vec<&Position> = std::iter::repeat_n(&start, batch.min(4096)).collect();
+        for _ in 0..2 {
+            shared.evaluate(&positions).map_err(|e| format!("warm-up evaluation failed: {e}"))?;
+        }
+        Ok(LoadedNet { evaluator: Arc::new(shared), description, cuda, uniform: false })
+    })
+}
+
+struct State {
+    /// The key of the load in progress or last finished.
+    wanted: Option<LoadKey>,
+    loading: bool,
+    ready: Option<(LoadKey, Arc<LoadedNet>)>,
+    /// `isready` commands waiting for the load in progress.
+    pending_readyok: usize,
+    generation: u64,
+}
+
+pub struct Loader {
+    state: Mutex<State>,
+    changed: Condvar,
+    load: LoadFn,
+    out: Output,
+}
+
+impl Loader {
+    pub fn new(load: LoadFn, out: Output) -> Arc<Loader> {
+        Arc::new(Loader {
+            state: Mutex::new(State { wanted: None, loading: false, ready: None, pending_readyok: 0, generation: 0 }),
+            changed: Condvar::new(),
+            load,
+            out,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes sure `key` is loaded or loading.
+    pub fn ensure(self: &Arc<Loader>, key: &LoadKey) {
+        let mut state = self.lock();
+        if state.wanted.as_ref() == Some(key) && (state.loading || state.ready.is_some()) {
+            return;
+        }
+        state.wanted = Some(key.clone());
+        state.generation += 1;
+        let Some(model) = key.model.clone() else {
+            // No model: nothing to load.
+            let net = LoadedNet::uniform("no model");
+            self.out.warn(
+                "no model set (koma usi --model PATH, or setoption name Model value PATH): playing with uniform priors \
+                 and an even value, which is only good for testing",
+            );
+            state.ready = Some((key.clone(), Arc::new(net)));
+            state.loading = false;
+            self.finish(&mut state);
+            return;
+        };
+        state.loading = true;
+        let generation = state.generation;
+        drop(state);
+        self.out.info_string(&format!("loading {model} on {}", key.device));
+        let loader = Arc::clone(self);
+        let key = key.clone();
+        let spawned = std::thread::Builder::new().name("koma-usi-loader".into()).spawn(move || {
+            let started = Instant::now();
+            let result = catch_unwind(AssertUnwindSafe(|| (loader.load)(&key)))
+                .unwrap_or_else(|_| Err("the loader panicked".to_string()));
+            let net = match result {
+                Ok(net) => {
+                    loader.out.info_string(&format!(
+                        "loaded {} in {:.1} s",
+                        net.description,
+                        started.elapsed().as_secs_f64()
+                    ));
+                    net
+                }
+                Err(e) => {
+                    loader.out.warn(&format!(
+                        "error: cannot load model {model}: {e}; playing with uniform priors and an even value instead"
+                    ));
+                    LoadedNet::uniform(format!("uniform stand-in for {model}"))
+                }
+            };
+            let mut state = loader.lock();
+            if state.generation == generation {
+                state.ready = Some((key, Arc::new(net)));
+                state.loading = false;
+                loader.finish(&mut state);
+            }
+        });
+        if let Err(e) = spawned {
+            let mut state = self.lock();
+            self.out.warn(&format!("error: cannot start the loader thread: {e}"));
+            state.ready =
+                Some((key_or_default(&state.wanted), Arc::new(LoadedNet::uniform("uniform (no loader thread)"))));
+            state.loading = false;
+            self.finish(&mut state);
+        }
+    }
+
+    /// Answers the waiting `isready`s and wakes waiting searches.
+    fn finish(&self, state: &mut State) {
+        for _ in 0..std::mem::take(&mut state.pending_readyok) {
+            self.out.line("readyok");
+        }
+        self.changed.notify_all();
+    }
+
+    /// `isready`: loads `key` if needed and answers `readyok` once it is ready.
+    pub fn isready(self: &Arc<Loader>, key: &LoadKey) {
+        self.ensure(key);
+        let mut state = self.lock();
+        if state.loading {
+            state.pending_readyok += 1;
+        } else {
+            self.out.line("readyok");
+        }
+    }
+
+    /// The evaluator for `key`, waiting for its load until `deadline` (if any) or until `stop`
+    /// is set; `None` if it did not arrive in time.
+    pub fn wait(&self, key: &LoadKey, deadline: Option<Instant>, stop: &AtomicBool) -> Option<Arc<LoadedNet>> {
+        let mut state = self.lock();
+        loop {
+            if let Some((k, net)) = &state.ready {
+                if k == key {
+                    return Some(Arc::clone(net));
+                }
+            }
+            if !state.loading || state.wanted.as_ref() != Some(key) {
+                // Nothing is loading this key (the caller did not ensure it): give up.
+                return None;
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) || stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            let step = deadline.map_or(Duration::from_millis(20), |d| (d - now).min(Duration::from_millis(20)));
+            state = self.changed.wait_timeout(state, step).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+fn key_or_default(key: &Option<LoadKey>) -> LoadKey {
+    key.clone().unwrap_or_else(|| LoadKey::from_options(&Options::default()))
+}

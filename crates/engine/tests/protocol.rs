@@ -1,0 +1,436 @@
+//! The USI protocol end to end through the engine loop (in-memory pipes): handshake, options,
+//! positions, every kind of `go`, stop/ponderhit/quit at any time, mate, declaration, resignation.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use koma_engine::{EngineConfig, LoadedNet, Options};
+use koma_mcts::{Evaluation, Evaluator};
+use koma_shogi::usi::parse_position;
+use koma_shogi::{Color, Move, Position};
+
+const SHORT: Duration = Duration::from_secs(10);
+
+fn assert_legal(pos: &Position, line: &str) -> Move {
+    let m = best_of(line).unwrap_or_else(|| panic!("expected a move, got {line:?}"));
+    assert!(pos.is_legal(m), "{line:?} is illegal in {}", pos.to_sfen());
+    m
+}
+
+#[test]
+fn handshake_lists_options_and_answers_readyok() {
+    let mut e = Harness::new();
+    e.send("usi");
+    let lines = e.until(SHORT, |l| l == "usiok");
+    assert!(lines[0].starts_with("id name koma"), "{lines:?}");
+    assert!(lines[1].starts_with("id author"), "{lines:?}");
+    for name in [
+        "Model",
+        "Device",
+        "Threads",
+        "BatchSize",
+        "NNCacheSize",
+        "USI_Hash",
+        "Playouts",
+        "USI_Ponder",
+        "MultiPV",
+        "ResignThreshold",
+        "ByoyomiMargin",
+        "EvalCoef",
+    ] {
+        assert!(lines.iter().any(|l| l.starts_with(&format!("option name {name} type "))), "{name} missing: {lines:?}");
+    }
+    // Without a model: a warning, then readyok.
+    let lines = e.ready();
+    assert!(lines.iter().any(|l| l.starts_with("info string") && l.contains("no model")), "{lines:?}");
+    // A second isready answers at once.
+    assert_eq!(e.ready(), vec!["readyok"]);
+    e.send("quit");
+    assert!(e.wait_exit(SHORT));
+}
+
+#[test]
+fn go_before_position_and_stop_without_search() {
+    let mut e = Harness::new();
+    e.send("stop");
+    e.send("ponderhit");
+    e.send("gameover win");
+    assert_eq!(e.ready(), vec!["info string no model set (koma usi --model PATH, or setoption name Model value PATH): playing with uniform priors and an even value, which is only good for testing", "readyok"]);
+    e.send("go byoyomi 200");
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    let last = info.iter().rev().find(|l| l.starts_with("info depth")).expect("an info line");
+    for key in ["depth", "seldepth", "score", "nodes", "nps", "time", "hashfull", "pv"] {
+        assert!(info_field(last, key).is_some(), "{key} missing in {last:?}");
+    }
+    assert_eq!(info_field(last, "score"), Some("cp"));
+    // Nothing else pending: stop now prints nothing.
+    e.send("stop");
+    assert!(e.silent_for(Duration::from_millis(300)));
+}
+
+#[test]
+fn infinite_search_waits_for_stop_and_quit_works_mid_search() {
+    let mut e = Harness::new();
+    e.ready();
+    e.send("position startpos moves 7g7f 3c3d");
+    e.send("go infinite");
+    let t = Instant::now();
+    // Only info lines until stop.
+    while t.elapsed() < Duration::from_millis(1500) {
+        if let Some(line) = e.recv(Duration::from_millis(100)) {
+            assert!(line.starts_with("info"), "{line:?} before stop");
+        }
+    }
+    e.send("stop");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&parse_position("startpos moves 7g7f 3c3d").unwrap(), &best);
+
+    e.send("go infinite");
+    std::thread::sleep(Duration::from_millis(200));
+    e.send("quit");
+    assert!(e.wait_exit(SHORT), "quit did not end the engine mid-search");
+
+    let mut e = Harness::new();
+    e.send("go infinite");
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(e.close(SHORT), "end of input did not end the engine mid-search");
+}
+
+#[test]
+fn go_nodes_movetime_and_playouts() {
+    let mut e = Harness::new();
+    e.ready();
+    e.send("position startpos");
+    e.send("go nodes 50");
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&nodes), "{nodes}");
+
+    let t = Instant::now();
+    e.send("go movetime 500");
+    e.bestmove(SHORT);
+    let ms = t.elapsed().as_millis();
+    assert!((100..=700).contains(&ms), "movetime 500 took {ms} ms");
+
+    e.send("setoption name Playouts value 30");
+    e.send("go btime 100000 wtime 100000 byoyomi 10000");
+    let (_, info) = e.bestmove(SHORT);
+    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    assert!(nodes <= 40, "{nodes}");
+    // Bare `go` with a playout limit: the limit alone decides.
+    e.send("go");
+    e.bestmove(SHORT);
+}
+
+#[test]
+fn multipv_and_ponder_move() {
+    let mut e = Harness::new();
+    e.send("setoption name MultiPV value 3");
+    e.send("setoption name USI_Ponder value true");
+    e.ready();
+    e.send("position startpos");
+    e.send("go nodes 300");
+    let (best, info) = e.bestmove(SHORT);
+    let final_lines: Vec<&String> = info.iter().rev().take(3).collect();
+    for k in 1..=3 {
+        assert!(final_lines.iter().any(|l| info_field(l, "multipv") == Some(&k.to_string())), "multipv {k}: {info:?}");
+    }
+    let m = assert_legal(&Position::startpos(), &best);
+    let p = ponder_of(&best).expect("a ponder move with USI_Ponder and a PV of two moves");
+    let mut pos = Position::startpos();
+    pos.do_move(m);
+    assert!(pos.is_legal(p));
+}
+
+#[test]
+fn ponder_then_ponderhit_answers_within_the_time() {
+    let mut e = Harness::new();
+    e.send("setoption name USI_Ponder value true");
+    e.ready();
+    e.send("position startpos moves 7g7f 3c3d");
+    e.send("go ponder btime 0 wtime 0 byoyomi 600");
+    // Pondering goes on past the byoyomi: no bestmove yet.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(1200) {
+        if let Some(line) = e.recv(Duration::from_millis(100)) {
+            assert!(!line.starts_with("bestmove"), "bestmove while pondering: {line}");
+        }
+    }
+    let hit = Instant::now();
+    e.send("ponderhit");
+    let (best, _) = e.bestmove(SHORT);
+    assert!(hit.elapsed() < Duration::from_millis(600), "ponderhit to bestmove {:?}", hit.elapsed());
+    assert_legal(&parse_position("startpos moves 7g7f 3c3d").unwrap(), &best);
+
+    // A ponder miss: stop answers at once (the GUI ignores that move).
+    e.send("position startpos moves 7g7f 3c3d 2g2f");
+    e.send("go ponder btime 0 wtime 0 byoyomi 600");
+    std::thread::sleep(Duration::from_millis(200));
+    e.send("stop");
+    e.bestmove(SHORT);
+    // gameover during a ponder search also ends it with a bestmove (match runners wait for it).
+    e.send("go ponder btime 0 wtime 0 byoyomi 600");
+    std::thread::sleep(Duration::from_millis(100));
+    e.send("gameover lose");
+    e.bestmove(SHORT);
+}
+
+#[test]
+fn second_go_abandons_the_first_search() {
+    let mut e = Harness::new();
+    e.ready();
+    e.send("go infinite");
+    std::thread::sleep(Duration::from_millis(100));
+    e.send("position startpos moves 2g2f");
+    e.send("go nodes 20");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&parse_position("startpos moves 2g2f").unwrap(), &best);
+    // Exactly one bestmove.
+    e.send("stop");
+    assert!(e.silent_for(Duration::from_millis(300)), "{:?}", e.log);
+}
+
+#[test]
+fn bad_positions_and_options_are_reported_and_survived() {
+    let mut e = Harness::new();
+    e.ready();
+    // An illegal move: the position stops before it.
+    e.send("position startpos moves 7g7f 3c3d 7f7e 8h2b+");
+    let lines = e.until(SHORT, |l| l.starts_with("info string"));
+    assert!(lines[0].contains("move 4"), "{lines:?}");
+    e.send("go nodes 20");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&parse_position("startpos moves 7g7f 3c3d 7f7e").unwrap(), &best);
+    // Not a move at all; a bad SFEN; an unknown start word.
+    for bad in [
+        "position startpos moves 7g7x",
+        "position sfen 9/9 b - 1",
+        "position banana",
+        "position",
+        "position startpos 7g7f",
+    ] {
+        e.send(bad);
+        let line = e.until(SHORT, |l| l.starts_with("info string")).pop().unwrap();
+        assert!(line.contains("position"), "{bad}: {line}");
+    }
+    // After a bad base position the engine plays from the start position.
+    e.send("position sfen lnsgkgsnl/9/9/9/9/9/9/9/9 b");
+    e.send("go nodes 10");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    // Options: unknown, malformed, out of range; a file name with spaces.
+    e.send("setoption name NoSuch value 1");
+    e.send("setoption name MultiPV value lots");
+    e.send("setoption name MultiPV value 0");
+    e.send("setoption value 3");
+    let lines = e.until(SHORT, |l| l.contains("setoption value 3"));
+    assert_eq!(lines.len(), 4, "{lines:?}");
+    e.send("setoption name Model value /no/such dir/model.safetensors");
+    // The missing model: reported at isready, stand-in evaluator, still readyok and legal moves.
+    let lines = e.ready();
+    assert!(lines.iter().any(|l| l.contains("cannot load model /no/such dir/model.safetensors")), "{lines:?}");
+    e.send("position startpos");
+    e.send("go nodes 10");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+}
+
+#[test]
+fn resigns_when_mated_declares_when_it_can_and_mates_in_one() {
+    let mut e = Harness::new();
+    e.ready();
+    // White to move is checkmated: resign.
+    e.send("position sfen 4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1");
+    e.send("go byoyomi 1000");
+    assert_eq!(e.bestmove(SHORT).0, "bestmove resign");
+    // Black may declare under the CSA 27-point rule: win.
+    let declare = "position sfen 4K4/1R5B1/PPPP1PPPP/9/9/9/9/9/4k4 b RB 1";
+    e.send(declare);
+    e.send("go byoyomi 1000");
+    assert_eq!(e.bestmove(SHORT).0, "bestmove win");
+    // ... but not without an impasse rule.
+    e.send("setoption name ImpasseRule value none");
+    e.send(declare);
+    e.send("go nodes 10");
+    let (best, _) = e.bestmove(SHORT);
+    assert_legal(&Position::from_sfen("4K4/1R5B1/PPPP1PPPP/9/9/9/9/9/4k4 b RB 1").unwrap(), &best);
+    e.send("setoption name ImpasseRule value csa27");
+    // Mate in one: played at once with a mate score.
+    e.send("position sfen 4k4/9/4P4/9/9/9/9/9/4K4 b G 1");
+    let t = Instant::now();
+    e.send("go btime 0 wtime 0 byoyomi 5000");
+    let (best, info) = e.bestmove(SHORT);
+    assert_eq!(best, "bestmove G*5b");
+    assert!(t.elapsed() < Duration::from_millis(1000));
+    assert!(info.iter().any(|l| l.contains("score mate 1 ") && l.ends_with("pv G*5b")), "{info:?}");
+    // Mate in three found by the quick mate search.
+    let mate3 = "2s1k3p/l2p2s1l/g1+B1p+P2n/pG2R1p1P/P6p1/Np2Ppg1L/+n2P2l2/R2K3P1/1NP1S2S1 b Pbg2p 157";
+    e.send(&format!("position sfen {mate3}"));
+    e.send("go btime 0 wtime 0 byoyomi 3000");
+    let (best, info) = e.bestmove(SHORT);
+    assert!(info.iter().any(|l| l.contains("score mate 3 ")), "{info:?}");
+    assert_legal(&Position::from_sfen(mate3).unwrap(), &best);
+}
+
+#[test]
+fn go_mate_answers_checkmate_lines() {
+    let mut e = Harness::new();
+    let mate3 = "2s1k3p/l2p2s1l/g1+B1p+P2n/pG2R1p1P/P6p1/Np2Ppg1L/+n2P2l2/R2K3P1/1NP1S2S1 b Pbg2p 157";
+    e.send(&format!("position sfen {mate3}"));
+    e.send("go mate 5000");
+    let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
+    let moves: Vec<Move> = line.split_whitespace().skip(1).map(|t| Move::from_usi(t).expect(t)).collect();
+    assert_eq!(moves.len(), 3, "{line}");
+    let mut pos = Position::from_sfen(mate3).unwrap();
+    for m in moves {
+        assert!(pos.is_legal(m));
+        pos.do_move(m);
+    }
+    assert!(pos.legal_moves().is_empty());
+    // No check at all in the start position: nomate.
+    e.send("position startpos");
+    e.send("go mate 1000");
+    assert_eq!(e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap(), "checkmate nomate");
+    // A position with many checks and no short mate: timeout.
+    e.send("position sfen 4k4/9/9/9/9/9/9/9/4K4 b RBGSNL 1");
+    let t = Instant::now();
+    e.send("go mate 500");
+    let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
+    assert!(line == "checkmate timeout" || line == "checkmate nomate", "{line}");
+    assert!(t.elapsed() < Duration::from_millis(900), "{:?}", t.elapsed());
+    // go mate infinite answers after stop.
+    e.send("go mate infinite");
+    std::thread::sleep(Duration::from_millis(300));
+    e.send("stop");
+    let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
+    assert!(line.starts_with("checkmate"), "{line}");
+}
+
+/// Black always loses (from either side's point of view): a hopeless position for Black.
+struct BlackLoses;
+
+impl Evaluator for BlackLoses {
+    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+        positions
+            .iter()
+            .map(|p| {
+                let n = p.legal_moves().len().max(1);
+                let wdl = if p.side_to_move() == Color::Black { [0.0, 0.0, 1.0] } else { [1.0, 0.0, 0.0] };
+                Evaluation { priors: vec![1.0 / n as f32; n], wdl }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn resigns_below_the_threshold_and_uses_the_loader() {
+    let loads = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&loads);
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(move |key| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        assert_eq!(key.model.as_deref(), Some("fake model"));
+        Ok(LoadedNet {
+            evaluator: Arc::new(BlackLoses),
+            description: "black loses".into(),
+            cuda: false,
+            uniform: false,
+        })
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value fake model");
+    e.ready();
+    e.send("position startpos");
+    e.send("go nodes 50");
+    assert_eq!(e.bestmove(SHORT).0, "bestmove resign");
+    e.send("setoption name ResignThreshold value 0");
+    e.send("go nodes 50");
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    let cp: i32 = info_field(info.last().unwrap(), "cp").unwrap().parse().unwrap();
+    assert!(cp < -5000, "{cp}");
+    // White is winning: no resignation.
+    e.send("setoption name ResignThreshold value 5");
+    e.send("position startpos moves 7g7f");
+    e.send("go nodes 50");
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&parse_position("startpos moves 7g7f").unwrap(), &best);
+    let cp: i32 = info_field(info.last().unwrap(), "cp").unwrap().parse().unwrap();
+    assert!(cp > 5000, "{cp}");
+    // Loaded once: the options did not change.
+    e.ready();
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn slow_loads_keep_the_loop_responsive() {
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(|_key| {
+        std::thread::sleep(Duration::from_millis(1500));
+        Ok(LoadedNet::uniform("slow"))
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value slow");
+    e.send("isready");
+    // The loop still answers while loading; readyok comes when the load is done.
+    e.send("usi");
+    let lines = e.until(SHORT, |l| l == "usiok" || l == "readyok");
+    assert_eq!(lines.last().unwrap(), "usiok", "{lines:?}");
+    let t = Instant::now();
+    e.until(SHORT, |l| l == "readyok");
+    assert!(t.elapsed() > Duration::from_millis(500));
+
+    // quit during a load ends the engine at once.
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(|_key| {
+        std::thread::sleep(Duration::from_secs(5));
+        Ok(LoadedNet::uniform("slower"))
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value slower");
+    e.send("isready");
+    std::thread::sleep(Duration::from_millis(100));
+    e.send("quit");
+    assert!(e.wait_exit(Duration::from_secs(2)));
+
+    // go without waiting for readyok: the move comes in time anyway (uniform stand-in).
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(|_key| {
+        std::thread::sleep(Duration::from_secs(3));
+        Ok(LoadedNet::uniform("slowest"))
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value slowest");
+    let t = Instant::now();
+    e.send("go byoyomi 800");
+    let (best, lines) = e.bestmove(SHORT);
+    assert!(t.elapsed() < Duration::from_millis(800), "{:?}", t.elapsed());
+    assert!(lines.iter().any(|l| l.contains("not ready in time")), "{lines:?}");
+    assert_legal(&Position::startpos(), &best);
+}
+
+#[test]
+fn plays_with_a_real_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = tiny_model(dir.path());
+    let options = Options { model: Some(model), device: "cpu".into(), threads: 1, ..Options::default() };
+    let mut e = Harness::with_options(options);
+    let lines = e.ready();
+    assert!(lines.iter().any(|l| l.starts_with("info string loaded")), "{lines:?}");
+    let mut pos = Position::startpos();
+    for _ in 0..6 {
+        e.send(&format!("position {}", position_args(&pos)));
+        e.send("go btime 0 wtime 0 byoyomi 300");
+        let (best, _) = e.bestmove(SHORT);
+        let m = assert_legal(&pos, &best);
+        pos.do_move(m);
+    }
+    // Back-to-back go commands never find the previous search still running.
+    assert!(!e.log.iter().any(|l| l.contains("abandoned")), "{:?}", e.log);
+}
