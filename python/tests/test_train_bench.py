@@ -2,11 +2,13 @@
 
 import json
 import os
+import sys
 
 import numpy as np
 
-from koma import bench_train
-from koma.model import MOVE_LABELS
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from koma import bench_train  # noqa: E402
+from koma.model import MOVE_LABELS  # noqa: E402
 
 SMALL = {"blocks": 1, "channels": 8, "policy_channels": 4, "value_channels": 2, "value_hidden": 8}
 

@@ -2,8 +2,11 @@
 
 import json
 import math
+import os
+import sys
 
-from koma import plot
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from koma import plot  # noqa: E402
 
 
 def write_metrics(run, n=20, garbage=True):

@@ -76,7 +76,8 @@ impl HostBatch {
         batch.inputs.encode(&positions);
         let lambda = loss.value_lambda as f32;
         for (i, (s, pos)) in kept.iter().enumerate() {
-            let has_policy = fill_policy(s, pos, loss.policy_prune_below, &mut batch.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS]);
+            let has_policy =
+                fill_policy(s, pos, loss.policy_prune_below, &mut batch.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS]);
             let full = s.flags & flags::FULL_SEARCH != 0;
             let use_policy = has_policy && (full || !loss.policy_full_search_only);
             batch.policy_weight.push(if use_policy { 1.0 } else { 0.0 });
@@ -101,8 +102,10 @@ impl HostBatch {
     pub fn to_device(&self, device: Device) -> DeviceBatch {
         let n = self.len() as i64;
         let up = |t: Tensor| if device == Device::Cpu { t } else { t.to_device(device) };
-        let input1 = up(Tensor::from_slice(self.inputs.input1()).view([n, FEATURES1_NUM as i64, 9, 9])).to_kind(Kind::Float);
-        let input2 = up(Tensor::from_slice(self.inputs.input2()).view([n, FEATURES2_NUM as i64, 9, 9])).to_kind(Kind::Float);
+        let input1 =
+            up(Tensor::from_slice(self.inputs.input1()).view([n, FEATURES1_NUM as i64, 9, 9])).to_kind(Kind::Float);
+        let input2 =
+            up(Tensor::from_slice(self.inputs.input2()).view([n, FEATURES2_NUM as i64, 9, 9])).to_kind(Kind::Float);
         DeviceBatch {
             input1,
             input2,

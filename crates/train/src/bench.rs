@@ -47,11 +47,47 @@ pub struct BenchOptions {
     pub config: TrainConfig,
 }
 
+/// Throughput from individually timed steps. On a shared machine other processes only ever add
+/// time, so the fastest step is the best estimate of the implementation's own speed; the mean is
+/// reported too.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Figures {
+    /// Batch size / fastest step.
     pub samples_per_second: f64,
     pub seconds_per_step: f64,
+    /// Batch size / mean step.
+    pub mean_samples_per_second: f64,
+    pub mean_seconds_per_step: f64,
     pub steps: usize,
+}
+
+impl Figures {
+    pub fn from_step_times(batch: usize, times: &[f64]) -> Figures {
+        let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = times.iter().sum::<f64>() / times.len().max(1) as f64;
+        Figures {
+            samples_per_second: batch as f64 / best,
+            seconds_per_step: best,
+            mean_samples_per_second: batch as f64 / mean,
+            mean_seconds_per_step: mean,
+            steps: times.len(),
+        }
+    }
+
+    /// Pools the steps of two measurements.
+    fn merge(&self, other: &Figures, batch: usize) -> Figures {
+        let steps = self.steps + other.steps;
+        let mean = (self.mean_seconds_per_step * self.steps as f64 + other.mean_seconds_per_step * other.steps as f64)
+            / steps.max(1) as f64;
+        let best = self.seconds_per_step.min(other.seconds_per_step);
+        Figures {
+            samples_per_second: batch as f64 / best,
+            seconds_per_step: best,
+            mean_samples_per_second: batch as f64 / mean,
+            mean_seconds_per_step: mean,
+            steps,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -83,7 +119,8 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Result<Scratch> {
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let p = std::env::temp_dir().join(format!("koma-bench-train-{tag}-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(io(&p))?;
         Ok(Scratch(p))
@@ -102,17 +139,23 @@ pub fn synthetic_batch(batch_size: usize, config: &TrainConfig) -> HostBatch {
 }
 
 /// koma's training steps per second on `batch`, repeated.
-pub fn measure_koma(model: &ModelConfig, batch: &HostBatch, config: &TrainConfig, seconds: f64, min_steps: usize) -> Result<Figures> {
+pub fn measure_koma(
+    model: &ModelConfig,
+    batch: &HostBatch,
+    config: &TrainConfig,
+    seconds: f64,
+    min_steps: usize,
+) -> Result<Figures> {
     let mut trainer = Trainer::new(config, &ModelInit::Fresh(model.clone()))?;
     trainer.train_step(batch)?; // warm-up: allocations, oneDNN / cuDNN algorithm choice
     let start = Instant::now();
-    let mut steps = 0;
-    while steps < min_steps.max(1) || start.elapsed().as_secs_f64() < seconds {
+    let mut times = Vec::new();
+    while times.len() < min_steps.max(1) || start.elapsed().as_secs_f64() < seconds {
+        let t = Instant::now();
         trainer.train_step(batch)?;
-        steps += 1;
+        times.push(t.elapsed().as_secs_f64());
     }
-    let s = start.elapsed().as_secs_f64() / steps as f64;
-    Ok(Figures { samples_per_second: batch.len() as f64 / s, seconds_per_step: s, steps })
+    Ok(Figures::from_step_times(batch.len(), &times))
 }
 
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -178,40 +221,39 @@ pub fn measure_pytorch(
 }
 
 /// [`crate::train`] end to end on temporary shards of random games.
-pub fn measure_end_to_end(model: &ModelConfig, config: &TrainConfig, seconds_hint: f64, sps_hint: f64) -> Result<Figures> {
+pub fn measure_end_to_end(
+    model: &ModelConfig,
+    config: &TrainConfig,
+    seconds_hint: f64,
+    sps_hint: f64,
+) -> Result<Figures> {
+    // Steps for about `seconds_hint` at `sps_hint` samples/s, plus the warm-up.
     let dir = Scratch::new("e2e")?;
     let shards = dir.0.join("selfplay");
     std::fs::create_dir_all(&shards).map_err(io(&shards))?;
     for (i, chunk) in random_games(64, 99, SynthPolicy::Random).chunks(16).enumerate() {
         koma_data::write_shard(&shards.join(format!("bench-{i:06}.h5")), chunk)?;
     }
-    let steps = ((seconds_hint * sps_hint / config.batch_size as f64).ceil() as u64).max(3);
+    let steps = ((seconds_hint * sps_hint / config.batch_size as f64).ceil() as u64).max(2) + 1;
     let mut config = config.clone();
     config.checkpoint_every = u64::MAX / 2;
     config.log_every = u64::MAX / 2;
-    let options = TrainOptions::new(RunPaths::resolve(&dir.0, None), Some(ModelInit::Fresh(model.clone())), Some(steps), config);
-    let mut first_step: Option<Instant> = None;
-    let mut measured = 0usize;
-    let mut samples = 0usize;
-    let summary = train(&options, &mut |p| {
-        if let crate::run::Progress::Step(s) = p {
-            // Time from the end of the first step (warm-up) to the end of the last.
-            match first_step {
-                None => first_step = Some(Instant::now()),
-                Some(_) => {
-                    measured += 1;
-                    samples += s.samples;
-                }
+    let batch_size = config.batch_size;
+    let options =
+        TrainOptions::new(RunPaths::resolve(&dir.0, None), Some(ModelInit::Fresh(model.clone())), Some(steps), config);
+    let mut last: Option<Instant> = None;
+    let mut times = Vec::new();
+    train(&options, &mut |p| {
+        if let crate::run::Progress::Step(_) = p {
+            // Step to step, loader included; the first step is the warm-up.
+            let now = Instant::now();
+            if let Some(t) = last {
+                times.push(now.duration_since(t).as_secs_f64());
             }
+            last = Some(now);
         }
     })?;
-    let elapsed = first_step.map(|t| t.elapsed().as_secs_f64()).unwrap_or(summary.seconds);
-    let _ = summary;
-    Ok(Figures {
-        samples_per_second: samples as f64 / elapsed.max(1e-9),
-        seconds_per_step: elapsed / measured.max(1) as f64,
-        steps: measured,
-    })
+    Ok(Figures::from_step_times(batch_size, &times))
 }
 
 /// Runs the whole benchmark; `log` receives a line per figure as it is measured.
@@ -227,26 +269,30 @@ pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchRep
         let mut koma: Option<Figures> = None;
         let mut pytorch: Option<Figures> = None;
         let mut pytorch_error = None;
-        let best = |a: Option<Figures>, b: Figures| match a {
-            Some(a) if a.samples_per_second >= b.samples_per_second => Some(a),
-            _ => Some(b),
+        let n = batch.len();
+        let best = |a: Option<Figures>, b: Figures| {
+            Some(match a {
+                Some(a) => a.merge(&b, n),
+                None => b,
+            })
         };
         for round in 1..=options.rounds.max(1) {
             let k = measure_koma(model, &batch, config, options.seconds, options.min_steps)?;
             log(&format!(
-                "{name} ({}) round {round}: koma {:.1} samples/s ({:.3} s/step, {} steps)",
+                "{name} ({}) round {round}: koma {:.1} samples/s (best of {} steps {:.3} s, mean {:.3} s)",
                 model.describe(),
                 k.samples_per_second,
+                k.steps,
                 k.seconds_per_step,
-                k.steps
+                k.mean_seconds_per_step
             ));
             koma = best(koma, k);
             if let (Some(py), None) = (&options.python, &pytorch_error) {
                 match measure_pytorch(py, model, &batch, config, options.seconds, options.min_steps) {
                     Ok(f) => {
                         log(&format!(
-                            "{name} round {round}: pytorch {:.1} samples/s ({:.3} s/step, {} steps)",
-                            f.samples_per_second, f.seconds_per_step, f.steps
+                            "{name} round {round}: pytorch {:.1} samples/s (best of {} steps {:.3} s, mean {:.3} s)",
+                            f.samples_per_second, f.steps, f.seconds_per_step, f.mean_seconds_per_step
                         ));
                         pytorch = best(pytorch, f);
                     }
@@ -263,7 +309,7 @@ pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchRep
             log(&format!("{name}: ratio koma/pytorch {r:.3} ({})", if r >= 1.0 { "ok" } else { "BELOW 1" }));
         }
         let end_to_end = if options.end_to_end {
-            let f = measure_end_to_end(model, config, options.seconds, koma.samples_per_second)?;
+            let f = measure_end_to_end(model, config, options.seconds, koma.mean_samples_per_second)?;
             log(&format!("{name}: end to end (shards, loader thread) {:.1} samples/s", f.samples_per_second));
             Some(f)
         } else {

@@ -230,7 +230,15 @@ pub struct WindowConfig {
 
 impl Default for WindowConfig {
     fn default() -> WindowConfig {
-        WindowConfig { size: 0, c: 250_000.0, alpha: 0.75, beta: 0.4, max: 2_000_000, early_plies: 0, early_probability: 1.0 }
+        WindowConfig {
+            size: 0,
+            c: 250_000.0,
+            alpha: 0.75,
+            beta: 0.4,
+            max: 2_000_000,
+            early_plies: 0,
+            early_probability: 1.0,
+        }
     }
 }
 
@@ -264,7 +272,14 @@ pub struct LossScaleConfig {
 
 impl Default for LossScaleConfig {
     fn default() -> LossScaleConfig {
-        LossScaleConfig { init: 65536.0, growth_factor: 2.0, growth_interval: 2000, backoff_factor: 0.5, min: 1.0, max: 16_777_216.0 }
+        LossScaleConfig {
+            init: 65536.0,
+            growth_factor: 2.0,
+            growth_interval: 2000,
+            backoff_factor: 0.5,
+            min: 1.0,
+            max: 16_777_216.0,
+        }
     }
 }
 
@@ -285,7 +300,12 @@ pub struct FollowConfig {
 
 impl Default for FollowConfig {
     fn default() -> FollowConfig {
-        FollowConfig { min_window_samples: 10_000, samples_per_new_sample: 0.0, poll_seconds: 5.0, refresh_every_batches: 100 }
+        FollowConfig {
+            min_window_samples: 10_000,
+            samples_per_new_sample: 0.0,
+            poll_seconds: 5.0,
+            refresh_every_batches: 100,
+        }
     }
 }
 
@@ -342,7 +362,9 @@ impl TrainConfig {
         if !(0.0..1.0).contains(&o.momentum) || o.weight_decay < 0.0 || o.grad_clip_norm < 0.0 {
             return bad("optimizer: momentum must be in [0, 1), weight_decay and grad_clip_norm ≥ 0");
         }
-        if o.kind == OptimizerKind::AdamW && (!(0.0..1.0).contains(&o.beta1) || !(0.0..1.0).contains(&o.beta2) || o.eps <= 0.0) {
+        if o.kind == OptimizerKind::AdamW
+            && (!(0.0..1.0).contains(&o.beta1) || !(0.0..1.0).contains(&o.beta2) || o.eps <= 0.0)
+        {
             return bad("optimizer: beta1 and beta2 must be in [0, 1) and eps > 0");
         }
         let l = &self.lr;
@@ -364,7 +386,13 @@ impl TrainConfig {
             return bad("window.early_probability must be in [0, 1]");
         }
         let s = &self.loss_scale;
-        if s.init <= 0.0 || s.growth_factor < 1.0 || !(0.0..1.0).contains(&s.backoff_factor) || s.backoff_factor == 0.0 || s.min <= 0.0 || s.max < s.min {
+        if s.init <= 0.0
+            || s.growth_factor < 1.0
+            || !(0.0..1.0).contains(&s.backoff_factor)
+            || s.backoff_factor == 0.0
+            || s.min <= 0.0
+            || s.max < s.min
+        {
             return bad("loss_scale: init > 0, growth_factor ≥ 1, backoff_factor in (0, 1), 0 < min ≤ max");
         }
         let f = &self.follow;
@@ -391,7 +419,8 @@ mod tests {
         assert_eq!(c.optimizer.kind, OptimizerKind::AdamW);
         assert_eq!(c.optimizer.momentum, 0.9);
         assert_eq!(c.lr.schedule, Schedule::Cosine);
-        let j = TrainConfig::from_json_str(r#"{"train": {"precision": "bf16", "loss": {"value_lambda": 0.5}}}"#).unwrap();
+        let j =
+            TrainConfig::from_json_str(r#"{"train": {"precision": "bf16", "loss": {"value_lambda": 0.5}}}"#).unwrap();
         assert_eq!(j.precision, Precision::Bf16);
         assert_eq!(j.loss.value_lambda, 0.5);
     }

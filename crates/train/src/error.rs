@@ -21,6 +21,10 @@ pub enum TrainError {
     #[error("{}: no training state to resume from ({reason})", path.display())]
     NoState { path: PathBuf, reason: String },
 
+    /// A fresh start was asked for in a run directory that already holds a training state.
+    #[error("{}: a training state (step {step}) is already there: pass --resume to continue it, or choose another run directory", path.display())]
+    StateExists { path: PathBuf, step: u64 },
+
     #[error("no training data: {0}")]
     NoData(String),
 

@@ -30,7 +30,8 @@ pub mod trainer;
 
 pub use batch::HostBatch;
 pub use config::{
-    FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig, WindowConfig,
+    FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig,
+    WindowConfig,
 };
 pub use error::{Result, TrainError};
 pub use loader::{WaitInfo, WaitReason, WindowInfo};

@@ -150,7 +150,9 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
                 let ratio_limit = |total: usize| f.samples_per_new_sample * total as f64;
                 let reason = if window.len() < f.min_window_samples.max(1) {
                     Some(WaitReason::WindowTooSmall)
-                } else if f.samples_per_new_sample > 0.0 && (samples_seen + batch_size as u64) as f64 > ratio_limit(window.total_samples()) {
+                } else if f.samples_per_new_sample > 0.0
+                    && (samples_seen + batch_size as u64) as f64 > ratio_limit(window.total_samples())
+                {
                     Some(WaitReason::AheadOfData)
                 } else {
                     None
@@ -189,7 +191,10 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
         }
         let mut batch = HostBatch::from_samples(&samples, &setup.loss);
         if batch.is_empty() {
-            return Err(TrainError::NoData(format!("no position of a batch from {} unpacked", setup.shards_dir.display())));
+            return Err(TrainError::NoData(format!(
+                "no position of a batch from {} unpacked",
+                setup.shards_dir.display()
+            )));
         }
         batch.rng_after = Some(rng.clone());
         samples_seen += batch.len() as u64;

@@ -70,13 +70,22 @@ pub(crate) struct Accumulator {
 
 impl Accumulator {
     pub fn new() -> Accumulator {
-        Accumulator { steps: 0, skipped: 0, applied: 0, sums: [0.0; 5], grad_norm: 0.0, samples: 0, since: Instant::now() }
+        Accumulator {
+            steps: 0,
+            skipped: 0,
+            applied: 0,
+            sums: [0.0; 5],
+            grad_norm: 0.0,
+            samples: 0,
+            since: Instant::now(),
+        }
     }
 
     pub fn add(&mut self, s: &StepStats) {
         self.steps += 1;
         self.samples += s.samples as u64;
-        for (sum, v) in self.sums.iter_mut().zip([s.policy_loss, s.value_loss, s.loss, s.policy_top1, s.value_accuracy]) {
+        for (sum, v) in self.sums.iter_mut().zip([s.policy_loss, s.value_loss, s.loss, s.policy_top1, s.value_accuracy])
+        {
             *sum += v as f64;
         }
         if s.skipped {
@@ -111,7 +120,10 @@ impl Accumulator {
             loss_scale: last.loss_scale,
             window_samples,
             total_samples,
-            time_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            time_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0),
         };
         *self = Accumulator::new();
         rec
@@ -137,7 +149,9 @@ impl MetricsLog {
             let mut dropped = 0;
             for line in reader.lines() {
                 let line = line.map_err(io(path))?;
-                let step_of = serde_json::from_str::<serde_json::Value>(&line).ok().and_then(|v| v.get("step").and_then(|s| s.as_u64()));
+                let step_of = serde_json::from_str::<serde_json::Value>(&line)
+                    .ok()
+                    .and_then(|v| v.get("step").and_then(|s| s.as_u64()));
                 match step_of {
                     Some(s) if s <= step => {
                         kept.push_str(&line);

@@ -27,10 +27,7 @@ impl Optimizer {
     pub fn new(config: &OptimizerConfig, mut params: Vec<(String, Tensor)>) -> Optimizer {
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let per_param = Optimizer::buffer_kinds(config).len();
-        let buffers = params
-            .iter()
-            .map(|(_, p)| (0..per_param).map(|_| p.zeros_like().detach()).collect())
-            .collect();
+        let buffers = params.iter().map(|(_, p)| (0..per_param).map(|_| p.zeros_like().detach()).collect()).collect();
         Optimizer { config: config.clone(), params, buffers, steps: 0 }
     }
 
@@ -62,45 +59,59 @@ impl Optimizer {
     }
 
     /// Applies one update with `grads` (same order as [`Optimizer::params`]) at learning rate `lr`.
-    pub fn step(&mut self, grads: &[Tensor], lr: f64) {
+    /// The gradients are used as scratch space (updated in place), so pass tensors the caller no
+    /// longer needs; every operation is in place (no allocation per parameter).
+    pub fn step(&mut self, grads: &mut [Tensor], lr: f64) {
         assert_eq!(grads.len(), self.params.len(), "one gradient per parameter");
         let _guard = tch::no_grad_guard();
         self.steps += 1;
         let c = &self.config;
+        let Some(device) = self.params.first().map(|(_, p)| p.device()) else { return };
+        let scalar = |x: f64| Tensor::from(x as f32).to_device(device);
         match c.kind {
             OptimizerKind::Sgd => {
-                for (((_, p), g), bufs) in self.params.iter_mut().zip(grads).zip(self.buffers.iter_mut()) {
-                    let d = if c.weight_decay != 0.0 { g + &*p * c.weight_decay } else { g.shallow_clone() };
-                    let d = match bufs.first_mut() {
+                let (wd, m, neg_lr) = (scalar(c.weight_decay), scalar(c.momentum), scalar(-lr));
+                for (((_, p), d), bufs) in self.params.iter_mut().zip(grads.iter_mut()).zip(self.buffers.iter_mut()) {
+                    if c.weight_decay != 0.0 {
+                        let _ = d.addcmul_(p, &wd); // d = g + wd·w
+                    }
+                    let update = match bufs.first_mut() {
                         Some(buf) => {
                             let _ = buf.g_mul_scalar_(c.momentum);
-                            let _ = buf.g_add_(&d);
+                            let _ = buf.g_add_(d); // buf = m·buf + d
                             if c.nesterov {
-                                d + &*buf * c.momentum
+                                let _ = d.addcmul_(buf, &m); // d + m·buf
+                                &*d
                             } else {
-                                buf.shallow_clone()
+                                &*buf
                             }
                         }
-                        None => d,
+                        None => &*d,
                     };
-                    let _ = p.g_sub_(&(d * lr));
+                    let _ = p.addcmul_(update, &neg_lr); // w -= lr·update
                 }
             }
             OptimizerKind::AdamW => {
                 let t = self.steps.min(i32::MAX as u64) as i32;
                 let bc1 = 1.0 - c.beta1.powi(t);
                 let bc2 = 1.0 - c.beta2.powi(t);
-                for (((_, p), g), bufs) in self.params.iter_mut().zip(grads).zip(self.buffers.iter_mut()) {
+                for (((_, p), g), bufs) in self.params.iter_mut().zip(grads.iter_mut()).zip(self.buffers.iter_mut()) {
                     if c.weight_decay != 0.0 {
                         let _ = p.g_mul_scalar_(1.0 - lr * c.weight_decay);
                     }
                     let (m, v) = bufs.split_at_mut(1);
                     let (m, v) = (&mut m[0], &mut v[0]);
-                    let _ = m.lerp_(g, 1.0 - c.beta1);
+                    let _ = m.lerp_(g, 1.0 - c.beta1); // m = β1·m + (1−β1)·g
+                    let _ = g.g_mul_scalar_((1.0 - c.beta2).sqrt());
                     let _ = v.g_mul_scalar_(c.beta2);
-                    let _ = v.g_add_(&(g.square() * (1.0 - c.beta2)));
-                    let denom = (v.sqrt() / bc2.sqrt()) + c.eps;
-                    let _ = p.g_sub_(&(&*m / denom * (lr / bc1)));
+                    let _ = v.addcmul_(g, g); // v = β2·v + (1−β2)·g²
+                                              // g becomes the denominator: (√v/√(1−β2ᵗ) + ε) · (−(1−β1ᵗ)/lr).
+                    g.copy_(v);
+                    let _ = g.sqrt_();
+                    let _ = g.g_div_scalar_(bc2.sqrt());
+                    let _ = g.g_add_scalar_(c.eps);
+                    let _ = g.g_mul_scalar_(-bc1 / lr);
+                    let _ = p.addcdiv_(m, g);
                 }
             }
         }
@@ -128,7 +139,11 @@ impl Optimizer {
                 let key = format!("{kind}/{name}");
                 let src = tensors.get(&key).ok_or_else(|| format!("optimizer buffer `{key}` is missing"))?;
                 if src.size() != b.size() {
-                    return Err(format!("optimizer buffer `{key}` has shape {:?}, expected {:?}", src.size(), b.size()));
+                    return Err(format!(
+                        "optimizer buffer `{key}` has shape {:?}, expected {:?}",
+                        src.size(),
+                        b.size()
+                    ));
                 }
                 b.f_copy_(&src.to_device(b.device()).to_kind(b.kind())).map_err(|e| e.to_string())?;
             }
@@ -220,8 +235,8 @@ mod tests {
                 p.zero_grad();
             }
             loss(&lin).backward();
-            let grads: Vec<Tensor> = ours.params().iter().map(|(_, p)| p.grad()).collect();
-            ours.step(&grads, lr);
+            let mut grads: Vec<Tensor> = ours.params().iter().map(|(_, p)| p.grad().copy()).collect();
+            ours.step(&mut grads, lr);
         }
         (flat(&vs_ref), flat(&vs))
     }
@@ -236,7 +251,13 @@ mod tests {
     #[test]
     fn sgd_matches_pytorch() {
         for (momentum, nesterov, wd) in [(0.0, false, 0.0), (0.9, false, 1e-2), (0.9, true, 1e-2)] {
-            let c = OptimizerConfig { kind: OptimizerKind::Sgd, momentum, nesterov, weight_decay: wd, ..Default::default() };
+            let c = OptimizerConfig {
+                kind: OptimizerKind::Sgd,
+                momentum,
+                nesterov,
+                weight_decay: wd,
+                ..Default::default()
+            };
             let (a, b) = compare(&c, 0.05, 7);
             assert_close(&a, &b);
         }
@@ -254,7 +275,7 @@ mod tests {
         let c = OptimizerConfig { kind: OptimizerKind::AdamW, ..Default::default() };
         let p = Tensor::ones([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
         let mut o = Optimizer::new(&c, vec![("w".into(), p)]);
-        o.step(&[Tensor::from_slice(&[1.0f32, 2.0, 3.0])], 0.1);
+        o.step(&mut [Tensor::from_slice(&[1.0f32, 2.0, 3.0])], 0.1);
         let saved: HashMap<String, Tensor> = o.state_tensors().into_iter().map(|(n, t)| (n, t.copy())).collect();
         assert_eq!(saved.len(), 2);
         let p2 = Tensor::ones([3], (Kind::Float, Device::Cpu));

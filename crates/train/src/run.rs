@@ -91,7 +91,16 @@ pub struct TrainOptions {
 
 impl TrainOptions {
     pub fn new(paths: RunPaths, model: Option<ModelInit>, steps: Option<u64>, config: TrainConfig) -> TrainOptions {
-        TrainOptions { paths, model, steps, config, resume: ResumeMode::Never, follow: false, stop: None, allow_cpu_half: false }
+        TrainOptions {
+            paths,
+            model,
+            steps,
+            config,
+            resume: ResumeMode::Never,
+            follow: false,
+            stop: None,
+            allow_cpu_half: false,
+        }
     }
 }
 
@@ -99,7 +108,14 @@ impl TrainOptions {
 #[derive(Debug)]
 pub enum Progress<'a> {
     /// The trainer is ready and the window open.
-    Started { step: u64, target: Option<u64>, resumed: bool, window: WindowInfo, device: String, precision: &'static str },
+    Started {
+        step: u64,
+        target: Option<u64>,
+        resumed: bool,
+        window: WindowInfo,
+        device: String,
+        precision: &'static str,
+    },
     /// After every optimiser step.
     Step(&'a StepStats),
     /// A metrics line was written.
@@ -145,10 +161,12 @@ pub fn prepare(options: &TrainOptions) -> Result<(Trainer, bool)> {
         ResumeMode::IfPresent => has_state,
         ResumeMode::Never => {
             if has_state {
-                return Err(TrainError::Config(format!(
-                    "{} already holds a training state: pass --resume to continue it, or choose another run directory",
-                    p.state_dir.display()
-                )));
+                let step = std::fs::read_to_string(p.state_dir.join(state::STATE_FILE))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .and_then(|v| v.get("step").and_then(|s| s.as_u64()))
+                    .unwrap_or(0);
+                return Err(TrainError::StateExists { path: p.state_dir.clone(), step });
             }
             false
         }

@@ -68,7 +68,14 @@ mod tests {
     use tch::{Device, Kind};
 
     fn config() -> LossScaleConfig {
-        LossScaleConfig { init: 1024.0, growth_factor: 2.0, growth_interval: 3, backoff_factor: 0.5, min: 1.0, max: 4096.0 }
+        LossScaleConfig {
+            init: 1024.0,
+            growth_factor: 2.0,
+            growth_interval: 3,
+            backoff_factor: 0.5,
+            min: 1.0,
+            max: 4096.0,
+        }
     }
 
     #[test]

@@ -122,7 +122,8 @@ pub fn save(dir: &Path, meta: &mut StateMeta, tensors: &BTreeMap<String, Tensor>
     meta.tensors_file = format!("tensors-{:08}.safetensors", meta.step);
     meta.tensors_sha256 = sha256_hex(&bytes);
     meta.koma_version = env!("CARGO_PKG_VERSION").into();
-    meta.created_unix = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    meta.created_unix =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let tensors_path = dir.join(&meta.tensors_file);
     write_atomic(&tensors_path, &bytes)?;
     let mut json = serde_json::to_string_pretty(meta).expect("state serialises");
@@ -158,13 +159,22 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
     let value: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| corrupt(&path, format!("not valid JSON: {e}"), models_dir))?;
     if value.get("format").and_then(|f| f.as_str()) != Some(STATE_FORMAT) {
-        return Err(corrupt(&path, format!("`format` is {:?}, expected \"{STATE_FORMAT}\"", value.get("format")), models_dir));
+        return Err(corrupt(
+            &path,
+            format!("`format` is {:?}, expected \"{STATE_FORMAT}\"", value.get("format")),
+            models_dir,
+        ));
     }
     let version = value.get("format_version").and_then(|v| v.as_u64());
     if version != Some(STATE_FORMAT_VERSION as u64) {
-        return Err(corrupt(&path, format!("`format_version` is {version:?}, this koma reads {STATE_FORMAT_VERSION}"), models_dir));
+        return Err(corrupt(
+            &path,
+            format!("`format_version` is {version:?}, this koma reads {STATE_FORMAT_VERSION}"),
+            models_dir,
+        ));
     }
-    let meta: StateMeta = serde_json::from_value(value).map_err(|e| corrupt(&path, format!("invalid state: {e}"), models_dir))?;
+    let meta: StateMeta =
+        serde_json::from_value(value).map_err(|e| corrupt(&path, format!("invalid state: {e}"), models_dir))?;
     meta.model.validate().map_err(|e| corrupt(&path, e.to_string(), models_dir))?;
     if meta.tensors_file.contains('/') || meta.tensors_file.contains('\\') {
         return Err(corrupt(&path, "tensors_file must be a plain file name", models_dir));
@@ -175,11 +185,15 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
     if sha != meta.tensors_sha256 {
         return Err(corrupt(
             &tpath,
-            format!("SHA-256 is {sha} but state.json records {} (file damaged, truncated or replaced)", meta.tensors_sha256),
+            format!(
+                "SHA-256 is {sha} but state.json records {} (file damaged, truncated or replaced)",
+                meta.tensors_sha256
+            ),
             models_dir,
         ));
     }
-    let st = SafeTensors::deserialize(&bytes).map_err(|e| corrupt(&tpath, format!("not a valid safetensors file: {e:?}"), models_dir))?;
+    let st = SafeTensors::deserialize(&bytes)
+        .map_err(|e| corrupt(&tpath, format!("not a valid safetensors file: {e:?}"), models_dir))?;
     let mut tensors = HashMap::with_capacity(st.len());
     for name in st.names() {
         let view = st.tensor(name).map_err(|e| corrupt(&tpath, format!("tensor `{name}`: {e:?}"), models_dir))?;

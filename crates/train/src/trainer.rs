@@ -45,9 +45,9 @@ impl ModelInit {
         if path.extension().is_some_and(|e| e == "safetensors") {
             return Ok(ModelInit::Checkpoint(path.to_path_buf()));
         }
-        ModelConfig::from_preset_or_file(spec).map(ModelInit::Fresh).map_err(|e| {
-            TrainError::Config(format!("--model {spec}: not a .safetensors checkpoint, and {e}"))
-        })
+        ModelConfig::from_preset_or_file(spec)
+            .map(ModelInit::Fresh)
+            .map_err(|e| TrainError::Config(format!("--model {spec}: not a .safetensors checkpoint, and {e}")))
     }
 }
 
@@ -226,7 +226,12 @@ impl Trainer {
         Trainer::resume_inner(config, state_dir, models_dir, true)
     }
 
-    fn resume_inner(config: &TrainConfig, state_dir: &Path, models_dir: &Path, allow_cpu_half: bool) -> Result<Trainer> {
+    fn resume_inner(
+        config: &TrainConfig,
+        state_dir: &Path,
+        models_dir: &Path,
+        allow_cpu_half: bool,
+    ) -> Result<Trainer> {
         config.validate()?;
         let loaded = state::load(state_dir, models_dir)?;
         let meta = loaded.meta;
@@ -350,17 +355,11 @@ impl Trainer {
     }
 
     #[allow(clippy::type_complexity)]
-    fn forward_backward_update(&mut self, b: &DeviceBatch, lr: f64) -> Result<((Tensor, Tensor, Tensor, Tensor, Tensor), f64, bool)> {
-        // Gradients of the tensors that compute.
-        match self.compute.as_mut() {
-            Some(c) => c.params.iter_mut().for_each(|p| p.zero_grad()),
-            None => {
-                for (_, p) in self.optimizer.params() {
-                    let mut p = p.shallow_clone();
-                    p.zero_grad();
-                }
-            }
-        }
+    fn forward_backward_update(
+        &mut self,
+        b: &DeviceBatch,
+        lr: f64,
+    ) -> Result<((Tensor, Tensor, Tensor, Tensor, Tensor), f64, bool)> {
         let (policy, wdl) = match (self.mode, self.compute.as_ref()) {
             (Mode::Bf16, Some(c)) => {
                 c.net.forward_t(&b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16), true)
@@ -369,26 +368,19 @@ impl Trainer {
             _ => self.network.net().forward_t(&b.input1, &b.input2, true),
         };
         let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), b, &self.config.loss);
-        match &self.scaler {
-            Some(s) => (&l.total * s.scale).backward(),
-            None => l.total.backward(),
-        }
+        // Gradients of the tensors that compute, as fresh tensors (torch.autograd.grad): no
+        // zeroing, no accumulation, and the optimiser may update them in place.
         let sources: Vec<Tensor> = match self.compute.as_ref() {
             Some(c) => c.params.iter().map(|p| p.shallow_clone()).collect(),
             None => self.optimizer.params().iter().map(|(_, p)| p.shallow_clone()).collect(),
         };
-        let mut grads: Vec<Tensor> = sources
-            .iter()
-            .map(|p| {
-                let g = p.grad();
-                if !g.defined() {
-                    p.zeros_like().to_kind(Kind::Float)
-                } else if g.kind() != Kind::Float {
-                    g.to_kind(Kind::Float)
-                } else {
-                    g
-                }
-            })
+        let root = match &self.scaler {
+            Some(s) => &l.total * s.scale,
+            None => l.total.shallow_clone(),
+        };
+        let mut grads: Vec<Tensor> = Tensor::f_run_backward(&[root], &sources, false, false)?
+            .into_iter()
+            .map(|g| if g.kind() != Kind::Float { g.to_kind(Kind::Float) } else { g })
             .collect();
         let norm = match &self.scaler {
             Some(s) => s.unscale(&mut grads),
@@ -410,7 +402,7 @@ impl Trainer {
         }
         if apply {
             clip_gradients(&mut grads, norm, self.config.optimizer.grad_clip_norm);
-            self.optimizer.step(&grads, lr);
+            self.optimizer.step(&mut grads, lr);
         }
         if let Some(c) = self.compute.as_mut() {
             c.buffers_to_master();

@@ -9,18 +9,33 @@ use koma_nn::checkpoint;
 use koma_nn::{ModelConfig, Network, Precision, RunOptions};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
-use koma_train::{train, ModelInit, OptimizerKind, Progress, ResumeMode, RunPaths, Schedule, TrainConfig, TrainError, TrainOptions};
+use koma_train::{
+    train, ModelInit, OptimizerKind, Progress, ResumeMode, RunPaths, Schedule, TrainConfig, TrainError, TrainOptions,
+};
 
 /// Fresh networks are initialised from libtorch's process-wide generator: the two tests must not
 /// interleave their initialisations.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn model() -> ModelConfig {
-    ModelConfig { blocks: 1, channels: 16, policy_channels: 8, value_channels: 2, value_hidden: 16, ..ModelConfig::tiny() }
+    ModelConfig {
+        blocks: 1,
+        channels: 16,
+        policy_channels: 8,
+        value_channels: 2,
+        value_hidden: 16,
+        ..ModelConfig::tiny()
+    }
 }
 
 fn config(kind: OptimizerKind) -> TrainConfig {
-    let mut c = TrainConfig { device: "cpu".into(), precision: Precision::F32, seed: 7, batch_size: 32, ..TrainConfig::default() };
+    let mut c = TrainConfig {
+        device: "cpu".into(),
+        precision: Precision::F32,
+        seed: 7,
+        batch_size: 32,
+        ..TrainConfig::default()
+    };
     c.checkpoint_every = 5;
     c.log_every = 3;
     c.optimizer.kind = kind;
@@ -56,7 +71,12 @@ fn run(options: &TrainOptions) -> Vec<Fingerprint> {
 }
 
 fn options(run_dir: &Path, shards: &Path, steps: u64, config: &TrainConfig, resume: ResumeMode) -> TrainOptions {
-    let mut o = TrainOptions::new(RunPaths::new(run_dir.to_path_buf(), shards.to_path_buf()), Some(ModelInit::Fresh(model())), Some(steps), config.clone());
+    let mut o = TrainOptions::new(
+        RunPaths::new(run_dir.to_path_buf(), shards.to_path_buf()),
+        Some(ModelInit::Fresh(model())),
+        Some(steps),
+        config.clone(),
+    );
     o.resume = resume;
     o.allow_cpu_half = true;
     o
@@ -83,7 +103,9 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
     let data = shards(tmp.path());
     // SGD (Nesterov, weight decay) in f32; AdamW with the f16 loss-scaling path (a no-op
     // autocast on the CPU, but the scaler state must survive the resume).
-    for (name, kind, precision) in [("sgd", OptimizerKind::Sgd, Precision::F32), ("adamw", OptimizerKind::AdamW, Precision::F16)] {
+    for (name, kind, precision) in
+        [("sgd", OptimizerKind::Sgd, Precision::F32), ("adamw", OptimizerKind::AdamW, Precision::F16)]
+    {
         let mut c = config(kind);
         c.precision = precision;
         c.loss_scale.growth_interval = 4;
@@ -102,7 +124,8 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
         assert_eq!(weights_sha(&a_dir, 20), weights_sha(&b_dir, 20), "{name}");
         assert_eq!(weights_sha(&a_dir, 15), weights_sha(&b_dir, 15), "{name}");
         // Metrics lines: one per logged step, no duplicates after the resume.
-        let steps: Vec<u64> = read_metrics(&b_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
+        let steps: Vec<u64> =
+            read_metrics(&b_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
         assert_eq!(steps, [3, 6, 9, 12, 15, 18, 20], "{name}");
         let a: Vec<u64> = read_metrics(&a_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
         assert_eq!(a, [3, 6, 9, 12, 15, 18, 20], "{name}");

@@ -12,12 +12,19 @@ use koma_nn::{ModelConfig, Network, Precision, RunOptions};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
 use koma_train::{
-    evaluate, train, HostBatch, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainError, TrainOptions, WaitReason,
-    WindowConfig,
+    evaluate, train, HostBatch, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainError, TrainOptions,
+    WaitReason, WindowConfig,
 };
 
 fn small_model() -> ModelConfig {
-    ModelConfig { blocks: 2, channels: 32, policy_channels: 16, value_channels: 4, value_hidden: 32, ..ModelConfig::tiny() }
+    ModelConfig {
+        blocks: 2,
+        channels: 32,
+        policy_channels: 16,
+        value_channels: 4,
+        value_hidden: 32,
+        ..ModelConfig::tiny()
+    }
 }
 
 fn write_games(dir: &Path, games: usize, seed: u64, policy: SynthPolicy, per_shard: usize, prefix: &str) {
@@ -57,7 +64,8 @@ fn loss_falls_and_policy_learns_the_targets() {
     config.optimizer.grad_clip_norm = 10.0;
     let paths = RunPaths::resolve(&run, None);
     assert_eq!(paths.shards_dir, shards);
-    let options = TrainOptions::new(paths.clone(), Some(ModelInit::Checkpoint(init_path.clone())), Some(120), config.clone());
+    let options =
+        TrainOptions::new(paths.clone(), Some(ModelInit::Checkpoint(init_path.clone())), Some(120), config.clone());
     let started = std::time::Instant::now();
     let mut steps_seen = 0;
     let summary = train(&options, &mut |p| {
@@ -69,7 +77,8 @@ fn loss_falls_and_policy_learns_the_targets() {
     eprintln!("120 steps in {:.1}s: {summary:?}", started.elapsed().as_secs_f64());
     assert_eq!((summary.start_step, summary.final_step, steps_seen), (0, 120, 120));
     assert_eq!(summary.samples_seen, 120 * 64);
-    let names: Vec<String> = summary.checkpoints.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    let names: Vec<String> =
+        summary.checkpoints.iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert_eq!(names, ["model-00000050.safetensors", "model-00000100.safetensors", "model-00000120.safetensors"]);
 
     // Lineage and counters in the sidecars.
@@ -96,7 +105,11 @@ fn loss_falls_and_policy_learns_the_targets() {
     }
     let batch = HostBatch::from_samples(&samples, &config.loss);
     let before = evaluate(&init, &batch, &config.loss);
-    let after = evaluate(&Network::load(summary.last_checkpoint.as_ref().unwrap(), &RunOptions::cpu()).unwrap(), &batch, &config.loss);
+    let after = evaluate(
+        &Network::load(summary.last_checkpoint.as_ref().unwrap(), &RunOptions::cpu()).unwrap(),
+        &batch,
+        &config.loss,
+    );
     eprintln!("{} samples: before {before:?}\nafter {after:?}", samples.len());
     assert!(before.policy_top1 < 0.1, "{before:?}");
     assert!(after.policy_top1 > 0.6 && after.policy_top1 > 5.0 * before.policy_top1, "{before:?} {after:?}");
@@ -106,7 +119,7 @@ fn loss_falls_and_policy_learns_the_targets() {
     // The run directory now holds a state: a fresh start there is refused, resuming at the target
     // does nothing.
     let err = train(&options, &mut |_| {}).unwrap_err().to_string();
-    assert!(err.contains("already holds a training state") && err.contains("--resume"), "{err}");
+    assert!(err.contains("a training state (step 120) is already there") && err.contains("--resume"), "{err}");
     let mut again = options.clone();
     again.resume = ResumeMode::Required;
     let s = train(&again, &mut |_| {}).unwrap();
@@ -127,8 +140,20 @@ fn half_precision_paths_run_on_the_cpu() {
         config.log_every = 2;
         config.loss_scale.init = 1024.0;
         config.loss_scale.growth_interval = 3;
-        let model = ModelConfig { blocks: 1, channels: 8, policy_channels: 4, value_channels: 2, value_hidden: 8, ..ModelConfig::tiny() };
-        let mut options = TrainOptions::new(RunPaths::new(run.clone(), shards.clone()), Some(ModelInit::Fresh(model)), Some(6), config.clone());
+        let model = ModelConfig {
+            blocks: 1,
+            channels: 8,
+            policy_channels: 4,
+            value_channels: 2,
+            value_hidden: 8,
+            ..ModelConfig::tiny()
+        };
+        let mut options = TrainOptions::new(
+            RunPaths::new(run.clone(), shards.clone()),
+            Some(ModelInit::Fresh(model)),
+            Some(6),
+            config.clone(),
+        );
         // Refused on the CPU unless explicitly allowed.
         let err = train(&options, &mut |_| {}).unwrap_err().to_string();
         assert!(err.contains("CUDA"), "{err}");
@@ -149,7 +174,8 @@ fn half_precision_paths_run_on_the_cpu() {
                 let scales: Vec<f64> = stats.iter().map(|s| s.loss_scale.unwrap()).collect();
                 assert_eq!(scales, [1024.0, 1024.0, 2048.0, 2048.0, 2048.0, 4096.0]);
                 let state: serde_json::Value =
-                    serde_json::from_str(&std::fs::read_to_string(run.join("train/state/state.json")).unwrap()).unwrap();
+                    serde_json::from_str(&std::fs::read_to_string(run.join("train/state/state.json")).unwrap())
+                        .unwrap();
                 assert_eq!(state["loss_scaler"]["scale"], 4096.0);
             }
             _ => assert!(stats.iter().all(|s| s.loss_scale.is_none())),
@@ -178,7 +204,14 @@ fn follow_waits_for_data_and_for_the_ratio() {
     config.follow.samples_per_new_sample = 1.0;
     config.follow.poll_seconds = 0.05;
     config.follow.refresh_every_batches = 1;
-    let model = ModelConfig { blocks: 1, channels: 8, policy_channels: 4, value_channels: 2, value_hidden: 8, ..ModelConfig::tiny() };
+    let model = ModelConfig {
+        blocks: 1,
+        channels: 8,
+        policy_channels: 4,
+        value_channels: 2,
+        value_hidden: 8,
+        ..ModelConfig::tiny()
+    };
     let mut options = TrainOptions::new(RunPaths::resolve(&run, None), Some(ModelInit::Fresh(model)), None, config);
     options.follow = true;
     options.resume = ResumeMode::IfPresent;
@@ -212,7 +245,8 @@ fn follow_waits_for_data_and_for_the_ratio() {
     assert!(reasons.contains(&WaitReason::AheadOfData), "{reasons:?}");
     assert!(summary.stopped && summary.steps > 0 && summary.steps == steps);
     // Never more training samples than samples produced (ratio 1).
-    let produced: usize = std::fs::read_dir(&shards).unwrap().map(|e| ShardReader::open(&e.unwrap().path()).unwrap().len()).sum();
+    let produced: usize =
+        std::fs::read_dir(&shards).unwrap().map(|e| ShardReader::open(&e.unwrap().path()).unwrap().len()).sum();
     assert!(summary.samples_seen as usize <= produced, "{} > {produced}", summary.samples_seen);
     // Stopping wrote a checkpoint and the state at the last step, and --resume (IfPresent) picks it up.
     assert!(summary.last_checkpoint.as_ref().unwrap().ends_with(checkpoint::file_name(summary.final_step)));

@@ -47,11 +47,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let nets = args
-        .nets
-        .iter()
-        .map(|n| Ok((n.clone(), ModelConfig::from_preset_or_file(n)?)))
-        .collect::<Result<Vec<_>>>()?;
+    let nets =
+        args.nets.iter().map(|n| Ok((n.clone(), ModelConfig::from_preset_or_file(n)?))).collect::<Result<Vec<_>>>()?;
     let config = TrainConfig {
         device: args.device.clone(),
         precision: args.precision.parse::<Precision>()?,
@@ -79,7 +76,10 @@ pub fn run(args: Args) -> Result<()> {
     if json {
         println!("{}", serde_json::to_string(&report)?);
     } else {
-        println!("device {} ({}), {} threads, batch {}", report.device, report.precision, report.threads, args.batch_size);
+        println!(
+            "device {} ({}), {} threads, batch {}",
+            report.device, report.precision, report.threads, args.batch_size
+        );
         for n in &report.nets {
             let py = n.pytorch.as_ref().map(|p| format!("{:.1}", p.samples_per_second)).unwrap_or_else(|| "-".into());
             let ratio = n.ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into());
@@ -88,7 +88,10 @@ pub fn run(args: Args) -> Result<()> {
                 n.name,
                 n.describe,
                 n.koma.samples_per_second,
-                n.end_to_end.as_ref().map(|e| format!(", end to end {:.1} samples/s", e.samples_per_second)).unwrap_or_default()
+                n.end_to_end
+                    .as_ref()
+                    .map(|e| format!(", end to end {:.1} samples/s", e.samples_per_second))
+                    .unwrap_or_default()
             );
         }
         match report.ratio_ok {
