@@ -12,6 +12,7 @@ mod export;
 mod info;
 mod init;
 mod nn_args;
+mod openings;
 mod perft;
 mod plot;
 mod ratings;
@@ -37,6 +38,8 @@ pub enum Command {
     Selfplay(selfplay::Args),
     /// Play a match between two players (checkpoints, reference players, USI engines).
     Arena(arena::Args),
+    /// Generate a balanced opening suite (USI position lines) for matches and self-play.
+    Openings(openings::Args),
     /// Fit ratings over arena results and print (and plot) them.
     Ratings(ratings::Args),
     /// Measure the speed figures each stage promises (`koma bench rules`, …).
@@ -67,6 +70,7 @@ impl Command {
             Command::Selfplay(args) => selfplay::run(args),
             Command::Arena(args) => arena::run(args),
             Command::Ratings(args) => ratings::run(args),
+            Command::Openings(args) => openings::run(args),
             Command::Encode(args) => encode::run(args),
             Command::Init(args) => init::run(args),
             Command::Eval(args) => eval::run(args),
