@@ -1,0 +1,35 @@
+"""A koma checkpoint plays a match against a second `koma usi` process through koma's USI client;
+the games come out as KIF files that cshogi's KIF parser reads, with legal moves and a result
+that matches arena/results.jsonl."""
+
+import json
+import shlex
+
+import cshogi
+import cshogi.KIF
+
+
+def test_checkpoint_against_koma_usi(koma, koma_bin, tmp_path):
+    model = tmp_path / "model-00000000.safetensors"
+    koma("init", "--config", "tiny", "--out", str(model), "--seed", "3")
+    engine = f"usi:{shlex.quote(koma_bin)} usi --model {model} --device cpu --threads 1 --playouts 8"
+    results = tmp_path / "arena" / "results.jsonl"
+    games_dir = tmp_path / "arena" / "games"
+    koma(
+        "arena", "--player", f"{model}@8", "--player", engine, "--games", "2", "--byoyomi", "300",
+        "--max-plies", "60", "--threads", "1", "--device", "cpu",
+        "--results", str(results), "--records", str(games_dir),
+    )
+    lines = [json.loads(l) for l in results.read_text().splitlines()]
+    assert len(lines) == 2
+    assert {l["black"] for l in lines} == {l["white"] for l in lines}, "colours swap within the pair"
+    kifs = sorted(games_dir.glob("*.kifu"))
+    assert len(kifs) == 2
+    for path in kifs:
+        parser = cshogi.KIF.Parser.parse_file(str(path))
+        board = cshogi.Board(parser.sfen)
+        for move in parser.moves:
+            assert board.is_legal(move), f"{path.name}: illegal {cshogi.move_to_usi(move)}"
+            board.push(move)
+        usi_moves = " ".join(cshogi.move_to_usi(m) for m in parser.moves)
+        assert any(l["moves"] == usi_moves for l in lines), f"{path.name} matches no result line"
