@@ -17,7 +17,7 @@ def test_checkpoint_against_koma_usi(koma, koma_bin, tmp_path):
     games_dir = tmp_path / "arena" / "games"
     koma(
         "arena", "--player", f"{model}@8", "--player", engine, "--games", "2", "--byoyomi", "300",
-        "--max-plies", "60", "--threads", "1", "--device", "cpu",
+        "--max-plies", "60", "--threads", "1", "--device", "cpu", "--concurrency", "2",
         "--results", str(results), "--records", str(games_dir),
     )
     lines = [json.loads(l) for l in results.read_text().splitlines()]

@@ -68,6 +68,18 @@ impl InferenceClient {
     }
 }
 
+/// A client is itself an evaluator: several players (arena games, search threads) that share one
+/// server get their leaves merged into the server's batches.
+impl Evaluator for InferenceClient {
+    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+        let owned: Vec<Position> = positions.iter().map(|p| p.without_history()).collect();
+        self.submit(owned).recv().unwrap_or_else(|_| {
+            tracing::error!("inference thread is gone; answering with uniform priors");
+            positions.iter().map(|_| Evaluation { priors: Vec::new(), wdl: [0.0, 1.0, 0.0] }).collect()
+        })
+    }
+}
+
 impl InferenceServer {
     pub fn spawn(slot: Arc<EvaluatorSlot>, max_batch: usize) -> InferenceServer {
         let (sender, receiver) = unbounded::<Request>();

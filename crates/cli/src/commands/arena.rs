@@ -12,7 +12,9 @@ use koma_arena::openings::read_suite;
 use koma_arena::player::{GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
 use koma_arena::stats::Sprt;
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
+use koma_mcts::Evaluator;
 use koma_nn::{Network, SharedNetwork};
+use koma_selfplay::{EvaluatorSlot, InferenceServer};
 use koma_shogi::rules::GameRules;
 
 use super::nn_args::RunArgs;
@@ -85,9 +87,15 @@ fn factory(spec: &str, simulations: u32, byoyomi: u64, rules: GameRules, run: &R
                 bail!("player {spec:?}: not random, greedy, mcts-material, usi:… or an existing checkpoint");
             }
             let network = Network::load(&path, &run.options()?).with_context(|| format!("loading {}", path.display()))?;
-            let shared: Arc<SharedNetwork> = Arc::new(SharedNetwork::new(network));
             let label = format!("{}@{sims}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
-            Arc::new(move |seed| Ok(Box::new(MctsPlayer::new(&label, shared.clone(), sims, 16, rules, seed)) as Box<dyn Player>))
+            // One inference thread per checkpoint: the leaves of all concurrent games merge into its
+            // batches.
+            let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
+            let server = Arc::new(InferenceServer::spawn(slot, 1024));
+            Arc::new(move |seed| {
+                let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());
+                Ok(Box::new(MctsPlayer::new(&label, evaluator, sims, 16, rules, seed)) as Box<dyn Player>)
+            })
         }
     })
 }
