@@ -164,13 +164,21 @@ impl Evaluator for MaterialEvaluator {
     }
 }
 
-/// Any evaluator searched with MCTS for a fixed number of simulations per move: the
-/// `mcts-material` reference player, and koma checkpoints.
+/// How long an [`MctsPlayer`] searches each move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    Simulations(u32),
+    /// Milliseconds per move (searched in rounds of 32 simulations until the time is up).
+    Millis(u64),
+}
+
+/// Any evaluator searched with MCTS for a fixed budget per move: the `mcts-material` reference
+/// player, and koma checkpoints.
 pub struct MctsPlayer {
     name: String,
     evaluator: std::sync::Arc<dyn Evaluator>,
     search: Search,
-    simulations: u32,
+    budget: Budget,
     batch: usize,
     /// Resign when the root value falls below this (None: never).
     resign_value: Option<f32>,
@@ -179,11 +187,15 @@ pub struct MctsPlayer {
 
 impl MctsPlayer {
     pub fn new(name: &str, evaluator: std::sync::Arc<dyn Evaluator>, simulations: u32, batch: usize, rules: GameRules, seed: u64) -> MctsPlayer {
+        MctsPlayer::with_budget(name, evaluator, Budget::Simulations(simulations), batch, rules, seed)
+    }
+
+    pub fn with_budget(name: &str, evaluator: std::sync::Arc<dyn Evaluator>, budget: Budget, batch: usize, rules: GameRules, seed: u64) -> MctsPlayer {
         MctsPlayer {
             name: name.to_string(),
             evaluator,
             search: Search::new(SearchConfig::evaluation(), rules, seed),
-            simulations,
+            budget,
             batch,
             resign_value: None,
             rules,
@@ -210,7 +222,16 @@ impl Player for MctsPlayer {
             return Ok(Action::Declare);
         }
         let mut pos = pos.clone();
-        self.search.run(&mut pos, self.evaluator.as_ref(), self.simulations, self.batch);
+        match self.budget {
+            Budget::Simulations(n) => self.search.run(&mut pos, self.evaluator.as_ref(), n, self.batch),
+            Budget::Millis(ms) => {
+                // Each round keeps the tree (same root), so the rounds add up to one search.
+                let start = std::time::Instant::now();
+                while start.elapsed().as_millis() < ms as u128 {
+                    self.search.run(&mut pos, self.evaluator.as_ref(), 32, self.batch);
+                }
+            }
+        }
         if self.resign_value.is_some_and(|r| self.search.root_value() < r) {
             return Ok(Action::Resign);
         }

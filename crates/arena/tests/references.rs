@@ -82,3 +82,15 @@ fn misbehaving_players_lose() {
         assert!(played.moves.is_empty());
     }
 }
+
+#[test]
+fn a_time_budget_searches_for_about_that_long() {
+    use koma_arena::player::Budget;
+    let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
+    let mut mcts = MctsPlayer::with_budget("timed", Arc::new(MaterialEvaluator), Budget::Millis(150), 8, GameRules::default(), 1);
+    let start = std::time::Instant::now();
+    let action = mcts.act(&pos).unwrap();
+    let elapsed = start.elapsed().as_millis();
+    assert!(elapsed >= 150, "searched only {elapsed} ms");
+    assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");
+}
