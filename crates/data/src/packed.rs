@@ -140,6 +140,10 @@ impl PackedPosition {
                     }
                 }
                 hand.set(pt, n);
+                // A count beyond what a hand stores would be silently truncated: refuse it.
+                if hand.count(pt) != n {
+                    return Err(PackError::Corrupt(format!("{n} of {pt:?} in hand")));
+                }
             }
         }
         Position::from_board(board, hands, side, 1).map_err(|e| PackError::Corrupt(e.to_string()))

@@ -7,7 +7,7 @@ use koma_data::{
     flags, result_for, write_shard, DataError, GameSamples, PackedPosition, ReplayWindow, Sample, SampleWeights, ShardReader,
     ShardWriter, WindowSize,
 };
-use koma_shogi::{EndReason, GameResult, Handicap, Move, Position};
+use koma_shogi::{EndReason, GameResult, Handicap, Move, Position, Square};
 
 struct Rng(u64);
 impl Rng {
@@ -94,6 +94,23 @@ fn packed_positions_round_trip() {
     // A position whose every piece is in hand, and garbage bytes that must not panic.
     let hands = Position::from_sfen("4k4/9/9/9/9/9/9/9/4K4 b RB2G2S2N2L9Prb2g2s2n2l9p 1").unwrap();
     assert_eq!(PackedPosition::pack(&hands).unwrap().unpack().unwrap().to_sfen(), hands.to_sfen());
+    // Eight lances in Black's hand (more than a hand stores) must be refused, not truncated.
+    let mut bits: Vec<bool> = vec![false];
+    let push = |bits: &mut Vec<bool>, v: u32, w: usize| bits.extend((0..w).map(|i| (v >> i) & 1 == 1));
+    push(&mut bits, Square::from_usi("5i").unwrap().index() as u32, 7);
+    push(&mut bits, Square::from_usi("5a").unwrap().index() as u32, 7);
+    bits.extend(std::iter::repeat_n(false, 79));
+    bits.push(false); // no pawns
+    bits.extend(std::iter::repeat_n(true, 8)); // eight lances
+    bits.push(false);
+    let mut bytes = [0u8; 40];
+    for (i, &b) in bits.iter().enumerate() {
+        if b {
+            bytes[i / 8] |= 1 << (i % 8);
+        }
+    }
+    let err = PackedPosition(bytes).unpack().unwrap_err();
+    assert!(err.to_string().contains("8 of Lance"), "{err}");
     for seed in 1..2000u64 {
         let mut r = Rng(seed);
         let bytes: [u8; 40] = std::array::from_fn(|_| r.below(256) as u8);
