@@ -823,14 +823,7 @@ pub fn write_kif(game: &GameRecord) -> Result<String, WriteError> {
             let _ = write!(out, "{}({:>2}:{:02}/{:02}:{:02}:{:02})", " ".repeat(pad), mm, ss, total / 3600, total / 60 % 60, total % 60);
         }
         out.push('\n');
-        if let Some(c) = &m.comment {
-            for l in c.split('\n') {
-                let _ = writeln!(out, "*{}", one_line(l));
-            }
-        }
-        if let Some(e) = m.eval {
-            let _ = writeln!(out, "**評価値 {e}");
-        }
+        write_move_notes(&mut out, m);
         previous_to = Some(m.mv.to());
         pos.do_move(m.mv);
     }
@@ -838,11 +831,28 @@ pub fn write_kif(game: &GameRecord) -> Result<String, WriteError> {
         let (word, summary, marker) = ending(result, &pos, game.moves.len(), is_handicap, false);
         let _ = writeln!(out, "{:>4} {word}", game.moves.len() + 1);
         let _ = writeln!(out, "{summary}");
-        if let Some(reason) = marker {
-            let _ = writeln!(out, "*{END_MARKER}{}", end_marker_name(reason));
-        }
+        write_end_marker(&mut out, marker);
     }
     Ok(out)
+}
+
+/// A move's comment lines (`*…`) and evaluation (`**評価値 N`), as KIF and KI2 both write them.
+fn write_move_notes(out: &mut String, m: &RecordMove) {
+    if let Some(c) = &m.comment {
+        for l in c.split('\n') {
+            let _ = writeln!(out, "*{}", one_line(l));
+        }
+    }
+    if let Some(e) = m.eval {
+        let _ = writeln!(out, "**評価値 {e}");
+    }
+}
+
+/// The `koma-end:` comment that keeps an ending the end words cannot express.
+fn write_end_marker(out: &mut String, marker: Option<EndReason>) {
+    if let Some(reason) = marker {
+        let _ = writeln!(out, "*{END_MARKER}{}", end_marker_name(reason));
+    }
 }
 
 /// Writes a game as KI2 text (UTF-8; encode it for `.ki2`): the KIF header, then the moves in
@@ -869,23 +879,14 @@ pub fn write_ki2(game: &GameRecord) -> Result<String, WriteError> {
             out.push('\n');
             on_line = 0;
         }
-        if let Some(c) = &m.comment {
-            for l in c.split('\n') {
-                let _ = writeln!(out, "*{}", one_line(l));
-            }
-        }
-        if let Some(e) = m.eval {
-            let _ = writeln!(out, "**評価値 {e}");
-        }
+        write_move_notes(&mut out, m);
         previous_to = Some(m.mv.to());
         pos.do_move(m.mv);
     }
     if let Some(result) = game.result {
         let (_, summary, marker) = ending(result, &pos, game.moves.len(), is_handicap, true);
         let _ = writeln!(out, "{summary}");
-        if let Some(reason) = marker {
-            let _ = writeln!(out, "*{END_MARKER}{}", end_marker_name(reason));
-        }
+        write_end_marker(&mut out, marker);
     }
     Ok(out)
 }
