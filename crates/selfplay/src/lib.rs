@@ -2,12 +2,14 @@
 //!
 //! `workers` threads each run `games_per_worker` games in two alternating groups; their leaves go
 //! in batches to one inference thread that owns the (swappable) evaluator; finished games go to
-//! a channel (usually a `koma_data::ShardWriter`).
+//! a channel (usually a `koma_data::ShardWriter`), optionally through a [`RecordWriter`] tee that
+//! also saves each game as a KIF or CSA record.
 
 mod config;
 mod game;
 mod inference;
 mod openings;
+mod records;
 mod stats;
 mod worker;
 
@@ -21,6 +23,7 @@ use koma_data::GameSamples;
 pub use config::SelfPlayConfig;
 pub use inference::{EvaluatorSlot, InferenceClient, InferenceServer, InferenceStats};
 pub use openings::StartPositions;
+pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWriter};
 pub use stats::SelfPlayStats;
 
 /// Live counters while self-play runs.
