@@ -34,6 +34,13 @@ pub struct Args {
     /// Games per shard.
     #[arg(long, default_value_t = 32)]
     games_per_shard: usize,
+    /// Also save every finished game as a game record in this directory
+    /// (game-selfplay-PID-NNNNNN.kif, one file per game).
+    #[arg(long)]
+    records: Option<PathBuf>,
+    /// Format of the --records files: kif (Shift_JIS), kifu (UTF-8 KIF), csa, ki2, usi or sfen.
+    #[arg(long, default_value = "kif", requires = "records")]
+    record_format: koma_selfplay::RecordFormat,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -63,6 +70,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     let prefix = format!("selfplay-{}", std::process::id());
     let writer = ShardWriter::spawn(&args.out, &prefix, args.games_per_shard)?;
+    let records = match &args.records {
+        Some(dir) => Some(koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix).map_err(anyhow::Error::msg)?.spawn_tee(writer.sender())),
+        None => None,
+    };
     let bar = ProgressBar::new(args.games as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let started = Instant::now();
@@ -71,7 +82,7 @@ pub fn run(args: Args) -> Result<()> {
         starts,
         slot,
         args.games,
-        writer.sender(),
+        records.as_ref().map_or_else(|| writer.sender(), |r| r.sender()),
         Arc::new(AtomicBool::new(false)),
         Duration::from_millis(500),
         &mut |p| {
@@ -90,17 +101,21 @@ pub fn run(args: Args) -> Result<()> {
     )
     .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
+    let records = records.map(|r| r.finish());
     let written = writer.finish()?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples })
+            serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples, "records_written": records.as_ref().map(|r| r.written) })
         );
     } else {
         println!("{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}", stats.games, stats.games as f64 / seconds, written.samples, written.shards.len(), args.out.display());
         println!("results: Black {} / White {} / draws {}; average length {:.1} plies", stats.black_wins, stats.white_wins, stats.draws, stats.average_length());
         println!("endings: {}", stats.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+        if let Some(r) = &records {
+            println!("{} game records under {}{}", r.written, r.dir.display(), if r.failed > 0 { format!(" ({} could not be written)", r.failed) } else { String::new() });
+        }
         if let Some(rate) = stats.false_resignation_rate() {
             println!("resignations {}; false resignations {}/{} no-resign games ({:.1}%)", stats.resignations, stats.false_resignations, stats.no_resign_games, rate * 100.0);
         }
