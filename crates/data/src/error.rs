@@ -18,6 +18,8 @@ pub enum DataError {
     Inconsistent { path: PathBuf, what: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {message}")]
+    BadInput { path: PathBuf, message: String },
     #[error("{path}: sample {index}: {message}")]
     BadSample { path: PathBuf, index: usize, message: String },
 }

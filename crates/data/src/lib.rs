@@ -2,9 +2,14 @@
 //!
 //! Samples pack their position into 40 bytes ([`PackedPosition`]); finished games are written to
 //! HDF5 shards ([`write_shard`], [`ShardReader`]) by one writer thread ([`ShardWriter`]); the
-//! trainer samples uniformly from the newest shards through a [`ReplayWindow`].
+//! trainer samples uniformly from the newest shards through a [`ReplayWindow`]. [`import`] turns
+//! game records and dlshogi hcpe files ([`hcp`]) into shards; [`inspect`] gives statistics and
+//! checks of shards.
 
 mod error;
+pub mod hcp;
+pub mod import;
+pub mod inspect;
 mod packed;
 mod sample;
 mod shard;
@@ -13,7 +18,10 @@ mod writer;
 
 pub use error::{DataError, Result};
 pub use packed::{PackError, PackedPosition, PACKED_BYTES, PACKED_ENCODING};
-pub use sample::{end_reason_code, end_reason_from_code, flags, result_for, GameSamples, Sample};
-pub use shard::{write_shard, GameInfo, ShardReader, FORMAT, FORMAT_VERSION};
+pub use sample::{
+    end_reason_code, end_reason_from_code, end_reason_name, flags, result_for, winner_code, winner_from_code, GameSamples, Sample,
+    PLY_UNKNOWN,
+};
+pub use shard::{write_shard, GameInfo, ShardReader, FORMAT, FORMAT_VERSION, MOVE_ENCODING};
 pub use window::{ReplayWindow, SampleWeights, WindowSize};
 pub use writer::{ShardWriter, WriterSummary};

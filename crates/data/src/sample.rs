@@ -10,7 +10,13 @@ pub mod flags {
     pub const FULL_SEARCH: u8 = 1;
     /// The game was played with resignation disabled (to measure false resignations).
     pub const NO_RESIGN: u8 = 2;
+    /// The sample was imported (game records, hcpe): its policy is the move played, not a search.
+    pub const IMPORTED: u8 = 4;
 }
+
+/// `Sample::ply` when the ply is not known (hcpe records). Above any `early_plies`, so such
+/// samples are never down-weighted as early ones.
+pub const PLY_UNKNOWN: u16 = u16::MAX;
 
 /// A training sample: a position, what search thought of it, and how the game ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -57,6 +63,22 @@ pub fn end_reason_code(reason: EndReason) -> u8 {
         EndReason::TimeLoss => 7,
         EndReason::IllegalMove => 8,
         EndReason::Abort => 9,
+    }
+}
+
+/// A short name of an end reason (as in stats and the Python reader).
+pub fn end_reason_name(reason: EndReason) -> &'static str {
+    match reason {
+        EndReason::Checkmate => "checkmate",
+        EndReason::Resignation => "resignation",
+        EndReason::Repetition => "repetition",
+        EndReason::PerpetualCheck => "perpetual_check",
+        EndReason::Declaration => "declaration",
+        EndReason::Try => "try",
+        EndReason::MaxMoves => "max_moves",
+        EndReason::TimeLoss => "time_loss",
+        EndReason::IllegalMove => "illegal_move",
+        EndReason::Abort => "abort",
     }
 }
 
