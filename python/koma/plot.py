@@ -5,7 +5,10 @@ steps) and draws, with matplotlib's Agg backend (no display needed):
 
 - RUN_DIR/train-loss.png: policy, value and total loss against the step, learning rate on a
   second axis;
-- RUN_DIR/train-accuracy.png: policy top-1 agreement with the target and value accuracy.
+- RUN_DIR/train-accuracy.png: policy top-1 agreement with the target and value accuracy;
+- RUN_DIR/elo.png, when RUN_DIR/arena/ratings.json exists (written by `koma pipeline`'s
+  report): Elo of each checkpoint by training step (model 0 = 0) with 95% intervals, and the
+  reference players as horizontal lines.
 
 RUN_DIR may also be the train/ directory or the metrics file itself; --out chooses another
 output directory. Prints the paths written.
@@ -113,6 +116,29 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     return written
 
 
+def plot_elo(ratings: list[dict], out_dir: str, title: str = "") -> str:
+    """Elo against training step for checkpoints; references as labelled horizontal lines."""
+    models = sorted((r for r in ratings if r.get("step") is not None), key=lambda r: r["step"])
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    if models:
+        ax.errorbar([r["step"] for r in models], [r["elo"] for r in models], yerr=[r["margin"] for r in models],
+                    marker="o", capsize=3, label="checkpoints")
+    for r in ratings:
+        if r.get("step") is None:
+            ax.axhline(r["elo"], linestyle="--", linewidth=1, color="grey")
+            ax.annotate(f"{r['player']} ({r['elo']:+.0f})", (0.01, r["elo"]), xycoords=("axes fraction", "data"),
+                        textcoords="offset points", xytext=(0, 3), fontsize=8, color="grey")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("Elo (model 0 = 0)")
+    ax.grid(True, alpha=0.3)
+    ax.set_title(f"{title} Elo by training step (95% CI)".strip())
+    fig.tight_layout()
+    path = os.path.join(out_dir, "elo.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m koma.plot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", help="run directory (or its train/ directory, or a metrics.jsonl)")
@@ -127,8 +153,15 @@ def main(argv=None) -> int:
     if not records:
         print(f"koma.plot: {metrics} holds no metrics yet", file=sys.stderr)
         return 1
-    for path in plot_training(records, args.out or run, title=os.path.basename(os.path.abspath(run))):
+    title = os.path.basename(os.path.abspath(run))
+    for path in plot_training(records, args.out or run, title=title):
         print(path)
+    ratings_file = os.path.join(run, "arena", "ratings.json")
+    if os.path.isfile(ratings_file):
+        with open(ratings_file, encoding="utf-8") as f:
+            ratings = json.load(f)
+        if ratings:
+            print(plot_elo(ratings, args.out or run, title=title))
     return 0
 
 

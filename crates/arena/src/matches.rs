@@ -33,6 +33,8 @@ pub struct MatchConfig {
     pub results: Option<PathBuf>,
     /// Directory each game is saved to as UTF-8 KIF (`pair-NNNNN-black-NAME.kifu`).
     pub records: Option<PathBuf>,
+    /// Set to end the match early: games in progress finish, no new ones start.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 /// One finished game of the match.
@@ -152,6 +154,7 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
         for worker in 0..config.concurrency.max(1) {
             let (a, b, sender, next, stop, openings) = (a.clone(), b.clone(), sender.clone(), &next, &stop, &openings);
             let rules = config.rules;
+            let cancel = config.cancel.clone();
             scope.spawn(move || {
                 let players = a(worker as u64 + 1).and_then(|pa| b(worker as u64 + 1001).map(|pb| (pa, pb)));
                 let (mut pa, mut pb) = match players {
@@ -162,7 +165,7 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                     }
                 };
                 loop {
-                    if stop.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) || cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
                         return;
                     }
                     let index = next.fetch_add(1, Ordering::Relaxed);

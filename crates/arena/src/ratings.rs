@@ -23,6 +23,34 @@ pub struct Rating {
     pub points: f64,
 }
 
+/// Reads the games of an arena results file (one JSON object per line, as `koma arena` and the
+/// pipeline append them). Errors name the file and line.
+pub fn read_results(path: &std::path::Path) -> Result<Vec<GameOutcome>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{}: line {}: {e}", path.display(), i + 1))?;
+        let (Some(black), Some(white)) = (v["black"].as_str(), v["white"].as_str()) else {
+            return Err(format!("{}: line {}: missing black/white", path.display(), i + 1));
+        };
+        let score = match v["winner"].as_str() {
+            Some("black") => 1.0,
+            Some("white") => 0.0,
+            _ => 0.5,
+        };
+        out.push(GameOutcome { first: black.to_string(), second: white.to_string(), score });
+    }
+    Ok(out)
+}
+
+/// The training step in a checkpoint player's name such as `model-00001000@200`.
+pub fn step_of_player(player: &str) -> Option<u64> {
+    player.strip_prefix("model-")?.split('@').next()?.parse().ok()
+}
+
 const ELO_PER_NAT: f64 = 400.0 / std::f64::consts::LN_10;
 const PRIOR_DRAWS: f64 = 1.0;
 

@@ -32,6 +32,7 @@ fn paired_match_with_results_file() {
         sprt: None,
         results: Some(results.clone()),
         records: Some(dir.path().join("arena/games")),
+        cancel: None,
     };
     let mut seen = 0;
     let state = run_match(greedy(), random(), &config, &mut |_, s| seen = s.played).unwrap();
@@ -72,6 +73,7 @@ fn sprt_stops_a_lopsided_match() {
         sprt: Some(Sprt::parse("0,50,0.05,0.05").unwrap()),
         results: None,
         records: None,
+        cancel: None,
     };
     let state = run_match(greedy(), random(), &config, &mut |_, _| {}).unwrap();
     assert_eq!(state.decision, Some(SprtDecision::H1));

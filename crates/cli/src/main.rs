@@ -4,6 +4,7 @@
 //! one module per subcommand.
 
 mod commands;
+mod interrupt;
 mod logging;
 
 use std::process::ExitCode;

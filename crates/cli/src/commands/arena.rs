@@ -127,7 +127,7 @@ pub fn run(args: Args) -> Result<()> {
         None => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
-    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()) };
+    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()), cancel: None };
     let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let state = run_match(a, b, &config, &mut |_, s| {

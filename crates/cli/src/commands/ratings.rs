@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use koma_arena::ratings::{fit, GameOutcome};
+use koma_arena::ratings::{fit, step_of_player, GameOutcome};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -24,28 +24,8 @@ pub struct Args {
 
 fn read_results(path: &Path, out: &mut Vec<GameOutcome>) -> Result<()> {
     let file = if path.is_dir() { path.join("arena/results.jsonl") } else { path.to_path_buf() };
-    let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: line {}", file.display(), i + 1))?;
-        let (Some(black), Some(white)) = (v["black"].as_str(), v["white"].as_str()) else {
-            anyhow::bail!("{}: line {}: missing black/white", file.display(), i + 1);
-        };
-        let score = match v["winner"].as_str() {
-            Some("black") => 1.0,
-            Some("white") => 0.0,
-            _ => 0.5,
-        };
-        out.push(GameOutcome { first: black.to_string(), second: white.to_string(), score });
-    }
+    out.extend(koma_arena::ratings::read_results(&file).map_err(anyhow::Error::msg)?);
     Ok(())
-}
-
-/// The training step in a player name such as `model-00001000@200`.
-fn step_of(player: &str) -> Option<u64> {
-    player.strip_prefix("model-")?.split('@').next()?.parse().ok()
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -56,7 +36,7 @@ pub fn run(args: Args) -> Result<()> {
     let ratings = fit(&games, &args.anchor);
     if args.json {
         for r in &ratings {
-            println!("{}", serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "games": r.games, "points": r.points, "step": step_of(&r.player) }));
+            println!("{}", serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "games": r.games, "points": r.points, "step": step_of_player(&r.player) }));
         }
     } else {
         println!("{:<32} {:>8} {:>7} {:>7} {:>7}", "player", "Elo", "±95%", "games", "score");
@@ -67,7 +47,7 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(png) = &args.plot {
         let points: Vec<serde_json::Value> = ratings
             .iter()
-            .map(|r| serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "step": step_of(&r.player) }))
+            .map(|r| serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "step": step_of_player(&r.player) }))
             .collect();
         let tmp = png.with_extension("ratings.json");
         std::fs::write(&tmp, serde_json::to_string(&points)?)?;

@@ -1,0 +1,373 @@
+//! `koma pipeline`: the main job. Self-play and training together over one run directory
+//! (koma_pipeline does the work), with a live multi-line status, a log file in `RUN/logs/`, a
+//! summary at the end, and plots (loss curves, Elo by step) drawn into the run directory.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use koma_pipeline::{Event, PipelineOptions, PipelineSummary, StopReason};
+use koma_train::WaitReason;
+
+use crate::{interrupt, logging};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run configuration (TOML; see configs/). Default: the embedded configs/tiny-cpu.toml for a
+    /// new run, the run's own config.toml with --resume.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The run directory (models/, selfplay/, train/, arena/, logs/).
+    #[arg(long, default_value = "runs/default")]
+    run: PathBuf,
+    /// Continue the run in --run: the trainer resumes exactly, self-play follows the newest model.
+    #[arg(long)]
+    resume: bool,
+    /// Stop after this many minutes (overrides [run] minutes; 0: no limit).
+    #[arg(long, conflicts_with = "steps")]
+    minutes: Option<f64>,
+    /// Stop when the trainer reaches this step (overrides [run] steps; 0: no limit).
+    #[arg(long)]
+    steps: Option<u64>,
+    /// Skip the end-of-run arena report (the plots of the losses are still drawn).
+    #[arg(long)]
+    no_report: bool,
+    /// Print the summary as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Seconds as `1h02m03s` / `2m03s` / `3s`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    match (s / 3600, (s / 60) % 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, sec) => format!("{m}m{sec:02}s"),
+        (h, m, sec) => format!("{h}h{m:02}m{sec:02}s"),
+    }
+}
+
+/// The live status: one line per stage, redrawn from the stages' events. Without a terminal
+/// (a log, CI) it prints the same lines every 30 seconds instead.
+struct Status {
+    bars: MultiProgress,
+    header: ProgressBar,
+    selfplay: ProgressBar,
+    train: ProgressBar,
+    models: ProgressBar,
+    started: Instant,
+    limit: Option<f64>,
+    run: PathBuf,
+    model: String,
+    checkpoints: usize,
+    last_checkpoint: String,
+    arena: String,
+    train_line: String,
+    loss_line: String,
+    plain: bool,
+    last_plain: Instant,
+}
+
+impl Status {
+    fn new(run: &Path, limit: Option<f64>) -> Status {
+        let plain = !std::io::stderr().is_terminal();
+        let bars = MultiProgress::with_draw_target(if plain { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() });
+        let line = |prefix: &str| {
+            let bar = bars.add(ProgressBar::new_spinner());
+            bar.set_style(ProgressStyle::with_template("{prefix:>10.bold} {msg}").expect("template"));
+            bar.set_prefix(prefix.to_string());
+            bar
+        };
+        let header = line("pipeline");
+        let selfplay = line("self-play");
+        let train = line("train");
+        let models = line("models");
+        Status {
+            bars,
+            header,
+            selfplay,
+            train,
+            models,
+            started: Instant::now(),
+            limit,
+            run: run.to_path_buf(),
+            model: String::new(),
+            checkpoints: 0,
+            last_checkpoint: String::new(),
+            arena: String::new(),
+            train_line: "starting".into(),
+            loss_line: String::new(),
+            plain,
+            last_plain: Instant::now(),
+        }
+    }
+
+    fn apply(&mut self, event: Event) {
+        match event {
+            Event::SelfPlayWaiting => self.selfplay.set_message("waiting for a model in models/"),
+            Event::SelfPlay(s) => {
+                let secs = s.seconds.max(1e-9);
+                let st = &s.stats;
+                self.selfplay.set_message(format!(
+                    "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
+                    st.games,
+                    st.games as f64 * 60.0 / secs,
+                    st.samples,
+                    s.moves as f64 / secs,
+                    s.evaluations as f64 / secs,
+                    st.average_length(),
+                    st.black_wins,
+                    st.white_wins,
+                    st.draws,
+                    s.model
+                ));
+            }
+            Event::ModelSwitched { model } => {
+                tracing::info!("self-play now plays with {model}");
+                self.model = model;
+                self.redraw_models();
+            }
+            Event::TrainStarted { step, resumed, window, device, precision, .. } => {
+                let what = if resumed { "resumed" } else { "started" };
+                tracing::info!("trainer {what} at step {step} on {device} ({precision}); window {} of {} samples", window.window_samples, window.total_samples);
+                self.train_line = format!("step {step} ({what} on {device}, {precision})");
+                self.redraw_train();
+            }
+            Event::TrainStep { step, loss } => {
+                self.train_line = format!("step {step} · loss {loss:.3}");
+                self.redraw_train();
+            }
+            Event::TrainMetrics(m) => {
+                self.loss_line = format!(
+                    "policy {:.3} value {:.3} · top-1 {:.1}% · value acc {:.1}% · {:.0} samples/s · window {}/{}",
+                    m.policy_loss,
+                    m.value_loss,
+                    100.0 * m.policy_top1,
+                    100.0 * m.value_accuracy,
+                    m.samples_per_second,
+                    m.window_samples,
+                    m.total_samples
+                );
+                self.redraw_train();
+            }
+            Event::TrainWaiting(w) => {
+                self.train_line = match w.reason {
+                    WaitReason::WindowTooSmall => format!("waiting for data: {} samples, need {}", w.window_samples, w.needed_total_samples),
+                    WaitReason::AheadOfData => format!("waiting for self-play: {} samples produced, need {}", w.total_samples, w.needed_total_samples),
+                };
+                self.redraw_train();
+            }
+            Event::Checkpoint { step, path } => {
+                tracing::info!("checkpoint {} (step {step})", path.display());
+                self.checkpoints += 1;
+                self.last_checkpoint = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                self.redraw_models();
+            }
+            Event::Gating { summary, accepted } => {
+                self.arena = format!("gating {} → {}", summary.line(), if accepted { "accepted" } else { "rejected" });
+                self.redraw_models();
+            }
+            Event::Arena { summary, .. } => {
+                self.arena = summary.line();
+                self.redraw_models();
+            }
+            Event::ReportProgress { done, planned, current, games } => {
+                self.header.set_message(format!("arena report: match {}/{planned}: {current} · {games} games", done + 1));
+            }
+            Event::Note(note) => {
+                tracing::info!("{note}");
+                let _ = self.bars.println(&note);
+            }
+        }
+    }
+
+    fn redraw_train(&self) {
+        let sep = if self.loss_line.is_empty() { "" } else { " · " };
+        self.train.set_message(format!("{}{sep}{}", self.train_line, self.loss_line));
+    }
+
+    fn redraw_models(&self) {
+        let arena = if self.arena.is_empty() { String::new() } else { format!(" · last arena: {}", self.arena) };
+        let latest = if self.last_checkpoint.is_empty() { String::new() } else { format!(" · newest {}", self.last_checkpoint) };
+        self.models.set_message(format!("self-play uses {} · {} published this session{latest}{arena}", self.model, self.checkpoints));
+    }
+
+    fn tick(&mut self) {
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let limit = self.limit.map(|l| format!(" of {}", duration(l * 60.0))).unwrap_or_default();
+        if !self.header.message().starts_with("arena report") {
+            self.header.set_message(format!("{} · {}{limit} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
+        }
+        for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
+            bar.tick();
+        }
+        if self.plain && self.last_plain.elapsed() >= Duration::from_secs(30) {
+            self.last_plain = Instant::now();
+            for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
+                eprintln!("{:>10} {}", bar.prefix(), bar.message());
+            }
+        }
+    }
+
+    fn finish(&self) {
+        for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Draws train-loss.png, train-accuracy.png and elo.png into the run directory with the
+/// project's Python (`KOMA_PYTHON`, else `python3`); returns the files written.
+fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
+    const SCRIPT: &str = include_str!("../../../../python/koma/plot.py");
+    let python = std::env::var("KOMA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let output = std::process::Command::new(&python)
+        .args(["-c", SCRIPT])
+        .arg(run)
+        .output()
+        .with_context(|| format!("running {python} for the plots"))?;
+    anyhow::ensure!(output.status.success(), "the plot script failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+    Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
+}
+
+fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
+    let reason = match s.stop_reason {
+        StopReason::TimeLimit => "time limit reached",
+        StopReason::StepsReached => "step count reached",
+        StopReason::Interrupted => "interrupted",
+    };
+    println!("koma pipeline: {} {} after {} ({reason})", s.run_dir.display(), if s.resumed { "resumed, stopped" } else { "stopped" }, duration(s.seconds));
+    let sp = &s.selfplay;
+    let st = &sp.stats;
+    println!(
+        "self-play: {} games ({:.1}/min), {} samples in {} shards, average {:.0} plies; Black {} / White {} / draws {}",
+        st.games,
+        st.games as f64 * 60.0 / s.seconds.max(1e-9),
+        sp.samples_written,
+        sp.shards,
+        st.average_length(),
+        st.black_wins,
+        st.white_wins,
+        st.draws
+    );
+    println!("  endings: {}", st.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
+    if let Some(rate) = st.false_resignation_rate() {
+        println!("  resignations {}; false resignations {}/{} no-resign games ({:.1}%)", st.resignations, st.false_resignations, st.no_resign_games, 100.0 * rate);
+    }
+    println!("  models played: {}", sp.models.join(" → "));
+    let t = &s.train;
+    println!(
+        "train: steps {}..{} ({} samples seen, {:.0} samples/s with waits) on {} ({})",
+        t.start_step, t.final_step, t.samples_seen, t.samples_per_second, t.device, t.precision
+    );
+    if let Some(m) = &t.last_metrics {
+        println!(
+            "  last {} steps: policy loss {:.3}, value loss {:.3}, policy top-1 {:.1}%, value accuracy {:.1}%",
+            m.steps,
+            m.policy_loss,
+            m.value_loss,
+            100.0 * m.policy_top1,
+            100.0 * m.value_accuracy
+        );
+    }
+    println!("models: {} in models/, newest {}", s.models, s.last_model.as_deref().unwrap_or("none"));
+    if let Some(r) = &s.report {
+        println!("arena report ({}){}:", duration(s.report_seconds), if r.cancelled { ", cut short" } else { "" });
+        for (label, m) in &r.matches {
+            println!("  {label}: {}", m.line());
+        }
+        if !r.ratings.is_empty() {
+            println!("  ratings (Bradley–Terry over arena/results.jsonl, model 0 = 0 Elo):");
+            for p in &r.ratings {
+                println!("    {:<28} {:>+7.0} ± {:<4.0} ({:.0} games)", p.player, p.elo, p.margin, p.games);
+            }
+        }
+    }
+    for p in plots {
+        println!("plot: {}", p.display());
+    }
+}
+
+fn drain(events: &Receiver<Event>, status: &mut Status, done: &dyn Fn() -> bool) {
+    loop {
+        match events.recv_timeout(Duration::from_millis(250)) {
+            Ok(e) => status.apply(e),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+        status.tick();
+        if done() && events.is_empty() {
+            return;
+        }
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let stop = interrupt::stop_flag();
+    let options = PipelineOptions {
+        run_dir: args.run.clone(),
+        config: args.config.clone(),
+        resume: args.resume,
+        minutes: args.minutes,
+        steps: args.steps,
+        stop,
+        report: !args.no_report,
+    };
+    let prepared = koma_pipeline::prepare(&options)?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let log = prepared.run.logs_dir().join(format!("pipeline-{stamp}.log"));
+    logging::log_to_file(&log).with_context(|| format!("opening the log {}", log.display()))?;
+    tracing::info!(
+        "koma pipeline {} {} with {}",
+        if prepared.resumed { "resumes" } else { "starts" },
+        prepared.run.root.display(),
+        prepared.config_origin
+    );
+    if let Some(kept) = &prepared.replaced_config {
+        tracing::warn!("--config replaces the run's config.toml; the previous one is kept as {}", kept.display());
+    }
+    let limit = options.minutes.unwrap_or(prepared.config.run.minutes);
+    let mut status = Status::new(&prepared.run.root, (limit > 0.0).then_some(limit));
+    logging::quiet_stderr(!status.plain);
+    let (sender, events) = unbounded();
+    let result = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| koma_pipeline::run(&prepared, &options, &sender));
+        drain(&events, &mut status, &|| worker.is_finished());
+        worker.join().unwrap_or_else(|_| Err(koma_pipeline::PipelineError::Stage { stage: "pipeline", message: "a thread panicked".into() }))
+    });
+    status.finish();
+    logging::quiet_stderr(false);
+    let summary = result?;
+    let plots = match draw_plots(&prepared.run.root) {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!("no plots: {e:#}");
+            Vec::new()
+        }
+    };
+    let summary_file = prepared.run.logs_dir().join(format!("summary-{stamp}.json"));
+    std::fs::write(&summary_file, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", summary_file.display()))?;
+    tracing::info!("summary written to {}", summary_file.display());
+    if args.json {
+        println!("{}", serde_json::to_string(&summary)?);
+    } else {
+        print_summary(&summary, &plots);
+        println!("log: {}", log.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(duration(3.2), "3s");
+        assert_eq!(duration(125.0), "2m05s");
+        assert_eq!(duration(3723.0), "1h02m03s");
+    }
+}

@@ -1,0 +1,27 @@
+//! Ctrl-C (and SIGTERM): the first one sets a stop flag that long-running commands poll, so they
+//! finish cleanly (checkpoint written, shards flushed); a second one exits at once.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+
+static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
+
+/// The process's stop flag, with the handler installed on first use.
+pub fn stop_flag() -> Arc<AtomicBool> {
+    FLAG.get_or_init(|| {
+        let flag = Arc::new(AtomicBool::new(false));
+        let handler_flag = flag.clone();
+        let installed = ctrlc::set_handler(move || {
+            if handler_flag.swap(true, Ordering::SeqCst) {
+                eprintln!("\nkoma: interrupted again, exiting now");
+                std::process::exit(130);
+            }
+            eprintln!("\nkoma: stopping cleanly (Ctrl-C again to exit at once)…");
+        });
+        if let Err(e) = installed {
+            tracing::warn!("cannot install the Ctrl-C handler: {e}");
+        }
+        flag
+    })
+    .clone()
+}

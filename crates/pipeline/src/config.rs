@@ -1,0 +1,320 @@
+//! The run configuration: one TOML file with a table per stage (`[run]`, `[model]`, `[selfplay]`,
+//! `[train]`, `[gating]`, `[arena]`). Every field has a default and unknown fields are errors, so
+//! a typo never silently falls back to a default. `configs/tiny-cpu.toml` is compiled in as the
+//! default; a copy of the config a run uses is kept as `RUN/config.toml`.
+
+use std::path::{Path, PathBuf};
+
+use koma_nn::ModelConfig;
+use koma_selfplay::SelfPlayConfig;
+use koma_train::TrainConfig;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{PipelineError, Result};
+
+/// `configs/tiny-cpu.toml`: a small network that learns on a CPU-only machine within minutes.
+pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/tiny-cpu.toml");
+
+/// The opening suite shipped in `data/openings/`, usable as `openings = "builtin:balanced-8"`.
+pub const BALANCED_8: &str = include_str!("../../../data/openings/balanced-8.txt");
+
+/// A whole run configuration.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PipelineConfig {
+    pub run: RunConfig,
+    /// The architecture of model 0 (a preset or a full model config).
+    pub model: ModelConfig,
+    pub selfplay: SelfPlayConfig,
+    pub train: TrainConfig,
+    pub gating: GatingConfig,
+    pub arena: ArenaConfig,
+}
+
+/// `[run]`: how long, where the networks run, how data is cut into shards.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    /// Stop after this many minutes (0: no limit). `--minutes` overrides it.
+    pub minutes: f64,
+    /// Stop when the trainer reaches this step (0: no limit). `--steps` overrides it.
+    pub steps: u64,
+    /// `auto`, `cpu`, `cuda` or `cuda:N`, for self-play inference and the trainer alike.
+    pub device: String,
+    /// Self-play inference precision: `auto` (f16 on CUDA, f32 on the CPU), `f32`, `f16`, `bf16`.
+    /// The trainer's precision is `[train] precision`.
+    pub inference_precision: String,
+    /// libtorch intra-op threads (process-wide; 0: libtorch's default).
+    pub threads: usize,
+    /// Self-play games per HDF5 shard: smaller shards reach the trainer sooner.
+    pub games_per_shard: usize,
+    /// Opening suite for `[selfplay] openings_fraction` of the games: a file of USI position
+    /// lines, or `builtin:balanced-8`; empty for none.
+    pub openings: String,
+    /// Also write every self-play game as a record under `selfplay/records/` (`kif`, `csa`, or
+    /// empty for none).
+    pub records: String,
+    /// Seed of model 0's weights.
+    pub seed: u64,
+}
+
+impl Default for RunConfig {
+    fn default() -> RunConfig {
+        RunConfig {
+            minutes: 0.0,
+            steps: 0,
+            device: "auto".into(),
+            inference_precision: "auto".into(),
+            threads: 0,
+            games_per_shard: 16,
+            openings: "builtin:balanced-8".into(),
+            records: String::new(),
+            seed: 1,
+        }
+    }
+}
+
+/// `[gating]`: KataGo's gatekeeper. A new checkpoint replaces the self-play model only after
+/// scoring at least `min_score` in a short match against it. Off by default (AlphaZero style:
+/// self-play always uses the newest network).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GatingConfig {
+    pub enabled: bool,
+    /// Games of the gating match (rounded up to colour-swapped pairs).
+    pub games: usize,
+    /// The candidate's score (wins + draws/2 over games) needed to be accepted.
+    pub min_score: f64,
+    /// Simulations per move for both sides.
+    pub simulations: u32,
+    /// Games played at once.
+    pub concurrency: usize,
+}
+
+impl Default for GatingConfig {
+    fn default() -> GatingConfig {
+        GatingConfig { enabled: false, games: 20, min_score: 0.55, simulations: 32, concurrency: 2 }
+    }
+}
+
+/// `[arena]`: the end-of-run report (and, with `every_models`, evaluations during the run):
+/// checkpoints against model 0 and the built-in reference players, Elo by training step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ArenaConfig {
+    /// Games of the last model against model 0 and against each reference at the end of the run
+    /// (0: no end-of-run report).
+    pub games: usize,
+    /// Reference players the last model also meets: `random`, `greedy`, `mcts-material[@N]`.
+    pub references: Vec<String>,
+    /// For the Elo curve: up to this many earlier checkpoints, evenly spaced, each play
+    /// `curve_games` against model 0 and against the first reference.
+    pub curve_models: usize,
+    pub curve_games: usize,
+    /// During the run: every this many new checkpoints, the newest plays `curve_games` against
+    /// model 0 (0: only at the end). It shares the CPU/GPU with self-play and training.
+    pub every_models: usize,
+    /// Simulations per move for every network player (the same budget on both sides).
+    pub simulations: u32,
+    /// Games played at once.
+    pub concurrency: usize,
+    /// Game length limit in plies (a draw when reached).
+    pub max_plies: u32,
+    /// Opening suite the games start from (in colour-swapped pairs): a file or
+    /// `builtin:balanced-8`; empty for the start position only.
+    pub openings: String,
+}
+
+impl Default for ArenaConfig {
+    fn default() -> ArenaConfig {
+        ArenaConfig {
+            games: 40,
+            references: vec!["greedy".into()],
+            curve_models: 6,
+            curve_games: 10,
+            every_models: 0,
+            simulations: 32,
+            concurrency: 2,
+            max_plies: 320,
+            openings: "builtin:balanced-8".into(),
+        }
+    }
+}
+
+/// The `[model]` table: `preset = "tiny"` (or `"standard"`), or a full model config
+/// (`blocks`, `channels`, …, as `koma init --config` reads).
+fn model_config(value: Option<&toml::Value>) -> std::result::Result<ModelConfig, String> {
+    let Some(value) = value else { return Ok(ModelConfig::tiny()) };
+    let table = value.as_table().ok_or("[model] must be a table")?;
+    if let Some(preset) = table.get("preset") {
+        if table.len() > 1 {
+            return Err("[model]: give either `preset` or a full model config, not both".into());
+        }
+        let name = preset.as_str().ok_or("[model] preset must be a string")?;
+        return ModelConfig::preset(name).ok_or_else(|| format!("[model] preset = {name:?}: expected tiny or standard"));
+    }
+    value.clone().try_into().map_err(|e: toml::de::Error| format!("[model]: {e}"))
+}
+
+fn table<T: serde::de::DeserializeOwned + Default>(file: &toml::Table, name: &str) -> std::result::Result<T, String> {
+    match file.get(name) {
+        None => Ok(T::default()),
+        Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[{name}]: {}", e.message())),
+    }
+}
+
+/// A `builtin:NAME` suite's text, or the file's.
+pub fn opening_suite_text(spec: &str) -> std::result::Result<Option<String>, String> {
+    match spec.trim() {
+        "" => Ok(None),
+        "builtin:balanced-8" => Ok(Some(BALANCED_8.to_string())),
+        s if s.starts_with("builtin:") => Err(format!("openings = {s:?}: the only built-in suite is builtin:balanced-8")),
+        path => std::fs::read_to_string(path).map(Some).map_err(|e| format!("openings = {path:?}: {e}")),
+    }
+}
+
+impl PipelineConfig {
+    /// Parses and validates a run configuration; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<PipelineConfig> {
+        let bad = |message: String| PipelineError::Config { origin: origin.to_string(), message };
+        let file: toml::Table = toml::from_str(text).map_err(|e| bad(format!("not valid TOML: {e}")))?;
+        const TABLES: [&str; 6] = ["run", "model", "selfplay", "train", "gating", "arena"];
+        if let Some(unknown) = file.keys().find(|k| !TABLES.contains(&k.as_str())) {
+            return Err(bad(format!("unknown table [{unknown}] (expected one of {})", TABLES.join(", "))));
+        }
+        let config = PipelineConfig {
+            run: table(&file, "run").map_err(bad)?,
+            model: model_config(file.get("model")).map_err(bad)?,
+            selfplay: table(&file, "selfplay").map_err(bad)?,
+            train: table(&file, "train").map_err(bad)?,
+            gating: table(&file, "gating").map_err(bad)?,
+            arena: table(&file, "arena").map_err(bad)?,
+        };
+        config.validate().map_err(bad)?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<PipelineConfig> {
+        let text = std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
+        PipelineConfig::parse(&text, &path.display().to_string())
+    }
+
+    /// The embedded default (`configs/tiny-cpu.toml`).
+    pub fn embedded_default() -> PipelineConfig {
+        PipelineConfig::parse(DEFAULT_CONFIG, "configs/tiny-cpu.toml (embedded)").expect("the embedded default config is valid")
+    }
+
+    fn validate(&self) -> std::result::Result<(), String> {
+        self.selfplay.rules().map_err(|e| format!("[selfplay] {e}"))?;
+        self.train.validate().map_err(|e| format!("[train] {e}"))?;
+        // The pipeline runs both stages on one device: [run] says which, once.
+        if self.train.device != TrainConfig::default().device || self.train.threads.is_some() {
+            return Err("[train] device and threads are set in [run] for the pipeline (device, threads)".into());
+        }
+        self.run.device.parse::<koma_nn::DeviceSpec>().map_err(|e| format!("[run] device: {e}"))?;
+        self.run.inference_precision.parse::<koma_nn::Precision>().map_err(|e| format!("[run] inference_precision: {e}"))?;
+        if !(self.run.minutes >= 0.0 && self.run.minutes.is_finite()) {
+            return Err(format!("[run] minutes = {}: must be ≥ 0", self.run.minutes));
+        }
+        if self.run.games_per_shard == 0 {
+            return Err("[run] games_per_shard must be ≥ 1".into());
+        }
+        if !["", "kif", "csa"].contains(&self.run.records.as_str()) {
+            return Err(format!("[run] records = {:?}: expected kif, csa or \"\"", self.run.records));
+        }
+        opening_suite_text(&self.run.openings).map_err(|e| format!("[run] {e}"))?;
+        opening_suite_text(&self.arena.openings).map_err(|e| format!("[arena] {e}"))?;
+        if !(0.0..=1.0).contains(&self.gating.min_score) {
+            return Err(format!("[gating] min_score = {}: must be in [0, 1]", self.gating.min_score));
+        }
+        if self.gating.enabled && self.gating.games == 0 {
+            return Err("[gating] games must be ≥ 1 when gating is enabled".into());
+        }
+        for r in &self.arena.references {
+            crate::players::reference_factory(r, self.arena.simulations, self.arena_rules()).map_err(|e| format!("[arena] references: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The trainer's settings with the run's device and threads.
+    pub fn train_config(&self) -> TrainConfig {
+        let mut c = self.train.clone();
+        c.device = self.run.device.clone();
+        c.threads = (self.run.threads > 0).then_some(self.run.threads);
+        c
+    }
+
+    /// How self-play networks run.
+    pub fn inference_options(&self) -> Result<koma_nn::RunOptions> {
+        let bad = |message: String| PipelineError::Config { origin: "[run]".into(), message };
+        Ok(koma_nn::RunOptions {
+            device: self.run.device.parse().map_err(|e| bad(format!("device: {e}")))?,
+            precision: self.run.inference_precision.parse().map_err(|e| bad(format!("inference_precision: {e}")))?,
+            cpu_threads: (self.run.threads > 0).then_some(self.run.threads),
+        })
+    }
+
+    /// The rules arena games are played under.
+    pub fn arena_rules(&self) -> koma_shogi::rules::GameRules {
+        koma_shogi::rules::GameRules { max_plies: self.arena.max_plies, ..koma_shogi::rules::GameRules::default() }
+    }
+}
+
+/// Where a run's config comes from.
+#[derive(Clone, Debug)]
+pub enum ConfigSource {
+    Embedded,
+    File(PathBuf),
+}
+
+impl ConfigSource {
+    /// The text and its name for error messages.
+    pub fn read(&self) -> Result<(String, String)> {
+        match self {
+            ConfigSource::Embedded => Ok((DEFAULT_CONFIG.to_string(), "configs/tiny-cpu.toml (embedded)".into())),
+            ConfigSource::File(path) => std::fs::read_to_string(path)
+                .map(|t| (t, path.display().to_string()))
+                .map_err(|source| PipelineError::Io { path: path.clone(), source }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let c = PipelineConfig::embedded_default();
+        assert_eq!(c.model, ModelConfig::tiny());
+        assert!(c.run.minutes > 0.0);
+    }
+
+    #[test]
+    fn shipped_configs_parse() {
+        for name in ["tiny-cpu", "gpu-small", "gpu-az"] {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(format!("{name}.toml"));
+            PipelineConfig::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn typos_are_errors_that_name_the_table() {
+        let e = PipelineConfig::parse("[selfplay]\nsimulatons = 3\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("[selfplay]") && e.contains("simulatons"), "{e}");
+        let e = PipelineConfig::parse("[trian]\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("[trian]"), "{e}");
+        let e = PipelineConfig::parse("[model]\npreset = \"huge\"\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("huge"), "{e}");
+        let e = PipelineConfig::parse("[train]\ndevice = \"cpu\"\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("[run]"), "{e}");
+        let e = PipelineConfig::parse("[arena]\nreferences = [\"grumpy\"]\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("grumpy"), "{e}");
+    }
+
+    #[test]
+    fn model_table_takes_a_full_config() {
+        let c = PipelineConfig::parse("[model]\nblocks = 2\nchannels = 16\n", "x").unwrap();
+        assert_eq!((c.model.blocks, c.model.channels), (2, 16));
+        assert_eq!(PipelineConfig::parse("", "x").unwrap().model, ModelConfig::tiny());
+    }
+}

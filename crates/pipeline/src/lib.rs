@@ -1,0 +1,26 @@
+//! koma-pipeline: the training pipeline over one run directory.
+//!
+//! - [`config`]: the run configuration (`configs/*.toml`; `tiny-cpu` is compiled in).
+//! - [`run_dir`]: the files of a run and which model self-play uses.
+//! - [`selfplay_stage`]: self-play that follows the run's models and streams shards.
+//! - [`evaluation`]: the gatekeeper, evaluations during the run, the end-of-run report.
+//! - [`players`]: arena players from names (references, checkpoints).
+//! - [`pipeline`]: [`prepare`] and [`run`], everything in one process.
+//! - [`events`]: what the stages report to the front end.
+//!
+//! docs/pipeline.md describes the run directory, the stages and the config.
+
+pub mod config;
+mod error;
+pub mod evaluation;
+pub mod events;
+pub mod pipeline;
+pub mod players;
+pub mod run_dir;
+pub mod selfplay_stage;
+
+pub use config::{ConfigSource, PipelineConfig, DEFAULT_CONFIG};
+pub use error::{PipelineError, Result};
+pub use events::{Event, MatchSummary, SelfPlayStatus};
+pub use pipeline::{prepare, run, PipelineOptions, PipelineSummary, Prepared, StopReason};
+pub use run_dir::{ModelRef, RunDir};

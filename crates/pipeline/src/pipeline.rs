@@ -1,0 +1,243 @@
+//! `koma pipeline`: self-play, the trainer (and, when configured, the gatekeeper and evaluations
+//! during the run) as threads of one process over one run directory, until a time limit, a step
+//! count or a stop (Ctrl-C); then the end-of-run arena report.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::Sender;
+use koma_nn::{Network, RunOptions, TrainingInfo};
+use koma_train::{ModelInit, Progress, ResumeMode, TrainOptions, TrainSummary};
+use serde::Serialize;
+
+use crate::config::{ConfigSource, PipelineConfig};
+use crate::error::{PipelineError, Result};
+use crate::evaluation::{report, run_evaluator, run_gatekeeper, Report};
+use crate::events::Event;
+use crate::run_dir::{ModelRef, RunDir};
+use crate::selfplay_stage::{run_selfplay, SelfPlaySummary};
+
+#[derive(Clone, Debug)]
+pub struct PipelineOptions {
+    pub run_dir: PathBuf,
+    /// A config file; None: the embedded default for a new run, the run's own config on resume.
+    pub config: Option<PathBuf>,
+    /// Continue the run in `run_dir` (trainer state, models and shards are kept).
+    pub resume: bool,
+    /// Overrides `[run] minutes` (0: no limit).
+    pub minutes: Option<f64>,
+    /// Overrides `[run] steps` (0: no limit).
+    pub steps: Option<u64>,
+    /// Set from outside (Ctrl-C) to stop every stage cleanly; during the report it cuts the
+    /// report short.
+    pub stop: Arc<AtomicBool>,
+    /// Play the end-of-run arena report.
+    pub report: bool,
+}
+
+/// A run ready to start: its directory, its config and model 0 in place.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub run: RunDir,
+    pub config: PipelineConfig,
+    pub resumed: bool,
+    /// Where the config came from (a file, the embedded default, or the run's config.toml).
+    pub config_origin: String,
+    /// Set when --resume came with a --config different from the run's: the old one kept here.
+    pub replaced_config: Option<PathBuf>,
+}
+
+/// Why the pipeline stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    TimeLimit,
+    StepsReached,
+    Interrupted,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct PipelineSummary {
+    pub run_dir: PathBuf,
+    pub resumed: bool,
+    pub stop_reason: StopReason,
+    /// Wall-clock seconds of the stages (the report not included).
+    pub seconds: f64,
+    pub selfplay: SelfPlaySummary,
+    pub train: TrainSummary,
+    /// Checkpoints in models/ now, and the newest.
+    pub models: usize,
+    pub last_model: Option<String>,
+    pub report: Option<Report>,
+    pub report_seconds: f64,
+}
+
+/// Creates or reopens the run directory, settles its config and writes model 0 if missing.
+pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
+    let run = RunDir::new(&options.run_dir);
+    let (config, config_origin, replaced_config) = if options.resume {
+        if !run.exists() {
+            return Err(PipelineError::Run {
+                path: run.root.clone(),
+                message: "--resume: not a koma run (no config.toml); start one without --resume".into(),
+            });
+        }
+        match &options.config {
+            Some(path) => {
+                let (text, origin) = ConfigSource::File(path.clone()).read()?;
+                let config = PipelineConfig::parse(&text, &origin)?;
+                let replaced = run.replace_config(&text)?;
+                (config, origin, replaced)
+            }
+            None => {
+                let text = run.read_config()?;
+                let origin = run.config_file().display().to_string();
+                (PipelineConfig::parse(&text, &origin)?, origin, None)
+            }
+        }
+    } else {
+        let source = options.config.clone().map(ConfigSource::File).unwrap_or(ConfigSource::Embedded);
+        let (text, origin) = source.read()?;
+        // Validate before anything is created on disk.
+        let config = PipelineConfig::parse(&text, &origin)?;
+        run.create(&text)?;
+        (config, origin, None)
+    };
+    run.make_dirs()?;
+    ensure_model_zero(&run, &config)?;
+    Ok(Prepared { run, config, resumed: options.resume, config_origin, replaced_config })
+}
+
+/// Writes `models/model-00000000` (the untrained network, from `[run] seed`) unless the run
+/// already has checkpoints.
+pub fn ensure_model_zero(run: &RunDir, config: &PipelineConfig) -> Result<ModelRef> {
+    if let Some(m0) = run.model_zero()? {
+        return Ok(m0);
+    }
+    let path = run.models_dir().join(koma_nn::checkpoint::file_name(0));
+    let mut network = Network::new(&config.model, &RunOptions::cpu(), Some(config.run.seed))?;
+    network.save(&path, &TrainingInfo { step: 0, samples_seen: 0, parent: None })?;
+    tracing::info!(path = %path.display(), "wrote model 0");
+    Ok(ModelRef { step: 0, path })
+}
+
+/// Runs the stages until the time limit, the step count or `options.stop`, then the report.
+pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event>) -> Result<PipelineSummary> {
+    let (run, config) = (&prepared.run, &prepared.config);
+    if config.run.threads > 0 {
+        tch::set_num_threads(config.run.threads as i32);
+    }
+    let minutes = options.minutes.unwrap_or(config.run.minutes);
+    let steps = options.steps.unwrap_or(config.run.steps);
+    let deadline = (minutes > 0.0).then(|| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
+    let model_zero = ensure_model_zero(run, config)?;
+    if config.gating.enabled {
+        if !run.has_current() {
+            run.set_current(&model_zero)?;
+        }
+    } else {
+        run.clear_current()?;
+    }
+
+    let mut train_options = TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path.clone())), (steps > 0).then_some(steps), config.train_config());
+    train_options.resume = ResumeMode::IfPresent;
+    train_options.follow = true;
+    let stages_stop = Arc::new(AtomicBool::new(false));
+    train_options.stop = Some(stages_stop.clone());
+    let prefix = shard_prefix();
+    let started = Instant::now();
+    let mut reason = StopReason::Interrupted;
+
+    let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
+        let trainer = scope.spawn(|| {
+            let result = koma_train::train(&train_options, &mut |p| forward_train_progress(p, events));
+            stages_stop.store(true, Ordering::SeqCst);
+            result
+        });
+        let selfplay = scope.spawn(|| {
+            let result = run_selfplay(run, config, &prefix, stages_stop.clone(), events);
+            if result.is_err() {
+                stages_stop.store(true, Ordering::SeqCst);
+            }
+            result
+        });
+        let mut side = Vec::new();
+        if config.gating.enabled {
+            side.push(scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), events)));
+        }
+        if config.arena.every_models > 0 {
+            side.push(scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), events)));
+        }
+        while !stages_stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(100));
+            if options.stop.load(Ordering::SeqCst) {
+                reason = StopReason::Interrupted;
+                stages_stop.store(true, Ordering::SeqCst);
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                reason = StopReason::TimeLimit;
+                stages_stop.store(true, Ordering::SeqCst);
+            } else if trainer.is_finished() {
+                reason = StopReason::StepsReached;
+            }
+        }
+        let _ = events.send(Event::Note("stopping: the trainer writes its checkpoint, self-play its shards".into()));
+        let train_result = trainer.join().unwrap_or_else(|_| Err(koma_train::TrainError::Config("the trainer thread panicked".into())));
+        let selfplay_result = selfplay.join().unwrap_or_else(|_| Err(PipelineError::Stage { stage: "self-play", message: "the thread panicked".into() }));
+        let side_results: Vec<Result<()>> = side
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(PipelineError::Stage { stage: "arena", message: "the thread panicked".into() })))
+            .collect();
+        (train_result, selfplay_result, side_results)
+    });
+    let seconds = started.elapsed().as_secs_f64();
+    let train = train_result?;
+    let selfplay = selfplay_result?;
+    for r in side_results {
+        r?;
+    }
+    if train.stopped && reason == StopReason::StepsReached {
+        reason = StopReason::Interrupted;
+    }
+    let report_started = Instant::now();
+    let report = if options.report && reason != StopReason::Interrupted {
+        report(run, config, options.stop.clone(), events)?
+    } else {
+        None
+    };
+    let models = run.models()?;
+    Ok(PipelineSummary {
+        run_dir: run.root.clone(),
+        resumed: prepared.resumed,
+        stop_reason: reason,
+        seconds,
+        selfplay,
+        train,
+        models: models.len(),
+        last_model: models.last().map(ModelRef::name),
+        report,
+        report_seconds: report_started.elapsed().as_secs_f64(),
+    })
+}
+
+/// `selfplay-UNIXSECONDS-PID`: unique per process, so several self-play processes (and restarts)
+/// never write the same shard name.
+pub fn shard_prefix() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    format!("selfplay-{secs}-{}", std::process::id())
+}
+
+/// The trainer's progress as pipeline events.
+pub fn forward_train_progress(p: Progress<'_>, events: &Sender<Event>) {
+    let event = match p {
+        Progress::Started { step, target, resumed, window, device, precision } => {
+            Event::TrainStarted { step, target, resumed, window, device, precision }
+        }
+        Progress::Step(s) => Event::TrainStep { step: s.step, loss: s.loss },
+        Progress::Metrics(m) => Event::TrainMetrics(m.clone()),
+        Progress::Checkpoint { step, path } => Event::Checkpoint { step, path: path.to_path_buf() },
+        Progress::Waiting(w) => Event::TrainWaiting(w.clone()),
+    };
+    let _ = events.send(event);
+}

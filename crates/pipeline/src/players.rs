@@ -1,0 +1,84 @@
+//! Arena players from their names: the built-in references (`random`, `greedy`,
+//! `mcts-material[@N]`) and checkpoints searched with MCTS. Shared by `koma arena`, the
+//! gatekeeper and the end-of-run report.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use koma_arena::matches::PlayerFactory;
+use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
+use koma_mcts::Evaluator;
+use koma_nn::{Network, RunOptions, SharedNetwork};
+use koma_selfplay::{EvaluatorSlot, InferenceServer};
+use koma_shogi::rules::GameRules;
+
+use crate::error::Result;
+
+/// Leaves one search adds to a batch (virtual loss keeps them distinct).
+const SEARCH_BATCH: usize = 16;
+
+/// `NAME@800` (simulations) or `NAME@500ms` (time per move); no `@`: `default_simulations`.
+pub fn split_budget(spec: &str, default_simulations: u32) -> std::result::Result<(&str, Budget), String> {
+    match spec.split_once('@') {
+        Some((name, b)) => {
+            let parsed = match b.strip_suffix("ms") {
+                Some(ms) => ms.parse::<u64>().map(Budget::Millis),
+                None => b.parse::<u32>().map(Budget::Simulations),
+            };
+            parsed
+                .map(|budget| (name, budget))
+                .map_err(|_| format!("player {spec:?}: budget {b:?} is neither simulations (800) nor time (500ms)"))
+        }
+        None => Ok((spec, Budget::Simulations(default_simulations))),
+    }
+}
+
+/// `800` or `500ms`, as player names carry it.
+pub fn budget_label(budget: Budget) -> String {
+    match budget {
+        Budget::Simulations(n) => n.to_string(),
+        Budget::Millis(ms) => format!("{ms}ms"),
+    }
+}
+
+/// A built-in reference player; an error for any other name.
+pub fn reference_factory(spec: &str, default_simulations: u32, rules: GameRules) -> std::result::Result<PlayerFactory, String> {
+    let (name, budget) = split_budget(spec, default_simulations)?;
+    let label = format!("{name}@{}", budget_label(budget));
+    match name {
+        "random" => Ok(Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
+        "greedy" => Ok(Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
+        "mcts-material" => Ok(Arc::new(move |seed| {
+            Ok(Box::new(MctsPlayer::with_budget(&label, Arc::new(MaterialEvaluator), budget, 8, rules, seed)) as Box<dyn Player>)
+        })),
+        _ => Err(format!("{spec:?} is not a reference player (random, greedy, mcts-material[@N])")),
+    }
+}
+
+/// A checkpoint searched with MCTS, named `model-STEP@BUDGET`. All games of the factory share one
+/// inference thread, so the leaves of concurrent games merge into its batches.
+pub fn checkpoint_factory(path: &Path, budget: Budget, rules: GameRules, options: &RunOptions) -> Result<PlayerFactory> {
+    let network = Network::load(path, options)?;
+    let label = format!("{}@{}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), budget_label(budget));
+    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
+    let server = Arc::new(InferenceServer::spawn(slot, 1024));
+    Ok(Arc::new(move |seed| {
+        let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());
+        Ok(Box::new(MctsPlayer::with_budget(&label, evaluator, budget, SEARCH_BATCH, rules, seed)) as Box<dyn Player>)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budgets_parse_and_bad_ones_are_named() {
+        assert_eq!(split_budget("greedy", 50).unwrap(), ("greedy", Budget::Simulations(50)));
+        assert_eq!(split_budget("m@800", 50).unwrap(), ("m", Budget::Simulations(800)));
+        assert_eq!(split_budget("m@20ms", 50).unwrap(), ("m", Budget::Millis(20)));
+        assert!(split_budget("m@fast", 50).unwrap_err().contains("fast"));
+        assert!(reference_factory("greedy", 8, GameRules::default()).is_ok());
+        assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
+    }
+}

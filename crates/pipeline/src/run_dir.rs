@@ -1,0 +1,255 @@
+//! The run directory, KataGo style: every stage reads and writes files under one directory, so
+//! stages can run in one process (`koma pipeline`) or as several (`koma selfplay --run DIR
+//! --follow`, `koma train --run DIR --follow`).
+//!
+//! ```text
+//! RUN/config.toml            the run's configuration (a copy; --resume reads it)
+//! RUN/models/model-STEP.safetensors (+ .json)   checkpoints, model 0 first
+//! RUN/models/current.json    the self-play model when gating is on (else: the newest checkpoint)
+//! RUN/selfplay/*.h5          shards of self-play games; selfplay/records/ optional KIF/CSA
+//! RUN/train/metrics.jsonl    train/state/   (koma-train)
+//! RUN/arena/results.jsonl    arena/games/*.kifu   arena/ratings.json
+//! RUN/logs/                  one log file per process
+//! RUN/*.png                  plots drawn at the end of `koma pipeline`
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use koma_nn::checkpoint;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{io, PipelineError, Result};
+
+/// A checkpoint in `models/`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ModelRef {
+    pub step: u64,
+    pub path: PathBuf,
+}
+
+impl ModelRef {
+    /// `model-00001000`: the name games and arena results record.
+    pub fn name(&self) -> String {
+        self.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunDir {
+    pub root: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(root: &Path) -> RunDir {
+        RunDir { root: root.to_path_buf() }
+    }
+
+    pub fn config_file(&self) -> PathBuf {
+        self.root.join("config.toml")
+    }
+    pub fn models_dir(&self) -> PathBuf {
+        self.root.join("models")
+    }
+    pub fn selfplay_dir(&self) -> PathBuf {
+        self.root.join("selfplay")
+    }
+    pub fn records_dir(&self) -> PathBuf {
+        self.selfplay_dir().join("records")
+    }
+    pub fn train_dir(&self) -> PathBuf {
+        self.root.join("train")
+    }
+    pub fn arena_dir(&self) -> PathBuf {
+        self.root.join("arena")
+    }
+    pub fn arena_results(&self) -> PathBuf {
+        self.arena_dir().join("results.jsonl")
+    }
+    pub fn arena_games(&self) -> PathBuf {
+        self.arena_dir().join("games")
+    }
+    pub fn ratings_file(&self) -> PathBuf {
+        self.arena_dir().join("ratings.json")
+    }
+    pub fn logs_dir(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    fn current_file(&self) -> PathBuf {
+        self.models_dir().join("current.json")
+    }
+
+    /// The paths koma-train uses for this run.
+    pub fn train_paths(&self) -> koma_train::RunPaths {
+        koma_train::RunPaths::new(self.root.clone(), self.selfplay_dir())
+    }
+
+    /// Whether a run was started here (its config.toml exists).
+    pub fn exists(&self) -> bool {
+        self.config_file().is_file()
+    }
+
+    /// Starts a new run: creates the directories and writes `config.toml`. Refuses a directory
+    /// that already holds a run, so nothing of it is overwritten.
+    pub fn create(&self, config_text: &str) -> Result<()> {
+        if self.exists() {
+            return Err(PipelineError::Run {
+                path: self.root.clone(),
+                message: "already holds a run (config.toml exists): continue it with --resume, or choose another --run".into(),
+            });
+        }
+        if self.models_dir().is_dir() || self.selfplay_dir().is_dir() {
+            return Err(PipelineError::Run {
+                path: self.root.clone(),
+                message: "has models/ or selfplay/ but no config.toml: not a run koma started; choose another --run".into(),
+            });
+        }
+        self.make_dirs()?;
+        checkpoint::write_atomic(&self.config_file(), config_text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Creates the stage directories (idempotent).
+    pub fn make_dirs(&self) -> Result<()> {
+        for dir in [self.models_dir(), self.selfplay_dir(), self.train_dir(), self.arena_dir(), self.logs_dir()] {
+            std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        }
+        Ok(())
+    }
+
+    /// The run's own configuration text (for --resume and the separate stage processes).
+    pub fn read_config(&self) -> Result<String> {
+        if !self.exists() {
+            return Err(PipelineError::Run {
+                path: self.root.clone(),
+                message: "is not a koma run (no config.toml): start one with `koma pipeline --run DIR`".into(),
+            });
+        }
+        std::fs::read_to_string(self.config_file()).map_err(io(self.config_file()))
+    }
+
+    /// Replaces the run's config (on --resume with --config), keeping the old one as
+    /// `config-previous-N.toml`.
+    pub fn replace_config(&self, config_text: &str) -> Result<Option<PathBuf>> {
+        let old = self.read_config()?;
+        if old == config_text {
+            return Ok(None);
+        }
+        let mut n = 1;
+        let kept = loop {
+            let p = self.root.join(format!("config-previous-{n}.toml"));
+            if !p.exists() {
+                break p;
+            }
+            n += 1;
+        };
+        checkpoint::write_atomic(&kept, old.as_bytes())?;
+        checkpoint::write_atomic(&self.config_file(), config_text.as_bytes())?;
+        Ok(Some(kept))
+    }
+
+    /// Every complete checkpoint (weights and sidecar both present), by step.
+    pub fn models(&self) -> Result<Vec<ModelRef>> {
+        let dir = self.models_dir();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io(&dir)(e)),
+        };
+        let mut models: Vec<ModelRef> = entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let step = checkpoint::step_of_file_name(&name)?;
+                let path = e.path();
+                checkpoint::sidecar_path(&path).is_file().then_some(ModelRef { step, path })
+            })
+            .collect();
+        models.sort();
+        Ok(models)
+    }
+
+    pub fn newest_model(&self) -> Result<Option<ModelRef>> {
+        Ok(self.models()?.pop())
+    }
+
+    /// Model 0, the untrained network every run starts from.
+    pub fn model_zero(&self) -> Result<Option<ModelRef>> {
+        Ok(self.models()?.into_iter().next())
+    }
+
+    /// The model self-play should use: the gatekeeper's choice (`models/current.json`) when there
+    /// is one, else the newest checkpoint.
+    pub fn current_model(&self) -> Result<Option<ModelRef>> {
+        let file = self.current_file();
+        match std::fs::read_to_string(&file) {
+            Ok(text) => {
+                let current: ModelRef = serde_json::from_str(&text)
+                    .map_err(|e| PipelineError::Run { path: file.clone(), message: format!("not a model reference: {e}") })?;
+                // Stored relative to the run, so a run directory can be moved.
+                let path = self.root.join(&current.path);
+                if !path.is_file() {
+                    return Err(PipelineError::Run { path: file, message: format!("names {}, which does not exist", path.display()) });
+                }
+                Ok(Some(ModelRef { step: current.step, path }))
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => self.newest_model(),
+            Err(e) => Err(io(file)(e)),
+        }
+    }
+
+    /// Makes `model` the self-play model (the gatekeeper accepted it).
+    pub fn set_current(&self, model: &ModelRef) -> Result<()> {
+        let relative = model.path.strip_prefix(&self.root).unwrap_or(&model.path).to_path_buf();
+        let text = serde_json::to_string(&ModelRef { step: model.step, path: relative }).expect("serialisable");
+        checkpoint::write_atomic(&self.current_file(), text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Lets self-play follow the newest checkpoint again (gating turned off).
+    pub fn clear_current(&self) -> Result<()> {
+        match std::fs::remove_file(self.current_file()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(self.current_file())(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the gatekeeper has chosen a model yet.
+    pub fn has_current(&self) -> bool {
+        self.current_file().is_file()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch_model(run: &RunDir, step: u64, sidecar: bool) -> ModelRef {
+        let path = run.models_dir().join(checkpoint::file_name(step));
+        std::fs::write(&path, b"w").unwrap();
+        if sidecar {
+            std::fs::write(checkpoint::sidecar_path(&path), b"{}").unwrap();
+        }
+        ModelRef { step, path }
+    }
+
+    #[test]
+    fn create_refuses_an_existing_run_and_models_sort_by_step() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        assert!(run.read_config().is_err());
+        run.create("[run]\n").unwrap();
+        let e = run.create("[run]\n").unwrap_err().to_string();
+        assert!(e.contains("--resume"), "{e}");
+        assert_eq!(run.newest_model().unwrap(), None);
+        let m0 = touch_model(&run, 0, true);
+        let m2 = touch_model(&run, 200, true);
+        touch_model(&run, 400, false); // weights without sidecar: still being written
+        assert_eq!(run.models().unwrap(), vec![m0.clone(), m2.clone()]);
+        assert_eq!(run.current_model().unwrap(), Some(m2.clone()));
+        run.set_current(&m0).unwrap();
+        assert_eq!(run.current_model().unwrap(), Some(m0));
+        assert_eq!(run.replace_config("[run]\n").unwrap(), None);
+        let kept = run.replace_config("[run]\nminutes = 1\n").unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(kept).unwrap(), "[run]\n");
+    }
+}

@@ -1,0 +1,145 @@
+//! Self-play that follows a run: plays with the run's current model, switches to each new one
+//! between batches without stopping, and streams finished games into `RUN/selfplay/` shards
+//! (and optional records). Used by `koma pipeline` and `koma selfplay --run DIR --follow`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam::channel::Sender;
+use koma_data::{GameSamples, ShardWriter, WriterSummary};
+use koma_nn::{Network, SharedNetwork};
+use koma_selfplay::{EvaluatorSlot, SelfPlayStats, StartPositions};
+
+use crate::config::{opening_suite_text, PipelineConfig};
+use crate::error::{PipelineError, Result};
+use crate::events::{Event, SelfPlayStatus};
+use crate::run_dir::{ModelRef, RunDir};
+
+/// How often self-play looks for a new model.
+const MODEL_POLL: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SelfPlaySummary {
+    pub stats: SelfPlayStats,
+    pub shards: usize,
+    pub samples_written: usize,
+    pub games_written: usize,
+    /// The models this process played with, in order.
+    pub models: Vec<String>,
+}
+
+fn stopped(stop: &AtomicBool) -> bool {
+    stop.load(Ordering::SeqCst)
+}
+
+/// Waits for the run's current model (None when stopped first).
+fn wait_for_model(run: &RunDir, stop: &AtomicBool, events: &Sender<Event>) -> Result<Option<ModelRef>> {
+    let mut announced = false;
+    loop {
+        if let Some(m) = run.current_model()? {
+            return Ok(Some(m));
+        }
+        if stopped(stop) {
+            return Ok(None);
+        }
+        if !announced {
+            announced = true;
+            let _ = events.send(Event::SelfPlayWaiting);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Where games start: the config's handicap share and opening suite.
+pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
+    let sp = &config.selfplay;
+    let mut starts = StartPositions::new(sp.handicap_fraction, sp.openings_fraction);
+    if let Some(text) = opening_suite_text(&config.run.openings).map_err(|message| PipelineError::Config { origin: "[run] openings".into(), message })? {
+        starts = starts.with_suite(&text).map_err(|message| PipelineError::Config { origin: format!("[run] openings = {:?}", config.run.openings), message })?;
+    }
+    Ok(starts)
+}
+
+/// Plays until `stop` is set (games in progress are abandoned; finished ones are all written).
+/// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix.
+pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<SelfPlaySummary> {
+    let Some(first) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
+    let options = config.inference_options()?;
+    let network = Network::load(&first.path, &options)?;
+    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &first.name());
+    let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
+    let _ = events.send(Event::ModelSwitched { model: first.name() });
+    tracing::info!(model = %first.name(), "self-play starts");
+
+    let writer = ShardWriter::spawn(&run.selfplay_dir(), prefix, config.run.games_per_shard)?;
+    let sink: Sender<GameSamples> = writer.sender();
+    let starts = start_positions(config)?;
+    let finished = AtomicBool::new(false);
+    let started = Instant::now();
+    let models = std::sync::Mutex::new(Vec::<String>::new());
+    let result = std::thread::scope(|scope| {
+        // The follower: swaps in the run's current model whenever it changes.
+        let follower = scope.spawn(|| {
+            let mut loaded = first.clone();
+            let mut last_look = Instant::now();
+            while !finished.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(100));
+                if last_look.elapsed() < MODEL_POLL {
+                    continue;
+                }
+                last_look = Instant::now();
+                let current = match run.current_model() {
+                    Ok(Some(m)) if m != loaded => m,
+                    Ok(_) => continue,
+                    Err(e) => {
+                        tracing::warn!("self-play: looking for a new model: {e}");
+                        continue;
+                    }
+                };
+                match Network::load(&current.path, &options) {
+                    Ok(network) => {
+                        slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
+                        tracing::info!(model = %current.name(), "self-play switched model");
+                        let _ = events.send(Event::ModelSwitched { model: current.name() });
+                        models.lock().unwrap_or_else(|e| e.into_inner()).push(current.name());
+                        loaded = current;
+                    }
+                    // A checkpoint being replaced; the next look will find it complete.
+                    Err(e) => tracing::warn!("self-play: loading {}: {e}", current.path.display()),
+                }
+            }
+        });
+        let result = koma_selfplay::run(
+            &config.selfplay,
+            starts,
+            slot.clone(),
+            usize::MAX,
+            sink,
+            stop.clone(),
+            Duration::from_millis(500),
+            &mut |p| {
+                let status = SelfPlayStatus {
+                    stats: p.stats.clone(),
+                    moves: p.moves,
+                    evaluations: p.inference.positions.load(Ordering::Relaxed),
+                    seconds: started.elapsed().as_secs_f64(),
+                    model: slot.get().1,
+                };
+                let _ = events.send(Event::SelfPlay(status));
+            },
+        );
+        finished.store(true, Ordering::SeqCst);
+        let _ = follower.join();
+        result
+    });
+    summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
+    let stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message })?;
+    let written: WriterSummary = writer.finish()?;
+    summary.stats = stats;
+    summary.shards = written.shards.len();
+    summary.samples_written = written.samples;
+    summary.games_written = written.games;
+    tracing::info!(games = summary.stats.games, samples = summary.samples_written, shards = summary.shards, "self-play stopped");
+    Ok(summary)
+}
