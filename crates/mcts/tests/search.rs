@@ -1,6 +1,8 @@
-//! Search behaviour with fake evaluators: mates are found, hanging kings avoided, visits go to the
-//! better move, evaluation mode is deterministic, tree reuse keeps statistics, Gumbel visits the
-//! scheduled number of root moves, and virtual loss spreads a batch over distinct leaves.
+//! Search behaviour with fake evaluators: mates are found (by search, and at expansion without
+//! asking the evaluator), hanging kings avoided, visits go to the better move, evaluation mode has
+//! no noise and temperature 0 plays the most visited move (temperature 1 samples by visits), tree
+//! reuse keeps statistics one and two plies on, Gumbel visits the scheduled number of root moves,
+//! and virtual loss spreads a batch over distinct leaves.
 
 use koma_mcts::{Evaluation, Evaluator, RootSelection, Search, SearchConfig, Selection, UniformEvaluator};
 use koma_shogi::rules::GameRules;
@@ -109,11 +111,87 @@ fn evaluation_mode_is_deterministic_and_self_play_adds_noise() {
     let (b, mb) = run(SearchConfig::evaluation(), 2);
     assert_eq!(a, b);
     assert_eq!(ma, mb);
+    // Temperature off: the most visited move (ties by value), not a draw among visited moves.
+    let most_visited = a.iter().max_by(|x, y| (x.visits, x.q.unwrap_or(-2.0)).partial_cmp(&(y.visits, y.q.unwrap_or(-2.0))).unwrap()).unwrap();
+    assert_eq!(ma, Some(most_visited.mv));
     assert!(a.iter().all(|c| (c.prior - 1.0 / 30.0).abs() < 1e-6), "evaluation mode changed the priors");
     let (noisy, _) = run(SearchConfig::default(), 1);
     assert!(noisy.iter().any(|c| (c.prior - 1.0 / 30.0).abs() > 1e-3), "self-play mode added no noise");
     let sum: f32 = noisy.iter().map(|c| c.prior).sum();
     assert!((sum - 1.0).abs() < 1e-4);
+}
+
+#[test]
+fn temperature_zero_plays_the_most_visited_move_and_one_samples_by_visits() {
+    let mut pos = Position::startpos();
+    let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 13);
+    search.run(&mut pos, &PawnPlacement, 400, 8);
+    let children = search.root_children();
+    let total: u32 = children.iter().map(|c| c.visits).sum();
+    let best = children.iter().max_by_key(|c| c.visits).unwrap();
+    assert!(best.visits < total, "the test needs visits on more than one move");
+    for _ in 0..50 {
+        assert_eq!(search.select_move(0.0), Some(best.mv));
+    }
+    let draws = 4000;
+    let mut counts = std::collections::HashMap::new();
+    for _ in 0..draws {
+        *counts.entry(search.select_move(1.0).unwrap()).or_insert(0u32) += 1;
+    }
+    for c in &children {
+        let seen = counts.get(&c.mv).copied().unwrap_or(0) as f64 / draws as f64;
+        let share = c.visits as f64 / total as f64;
+        assert!((seen - share).abs() < 0.04, "{}: drawn {seen:.3}, visit share {share:.3}", c.mv);
+    }
+    // Evaluation-mode Gumbel has no Gumbel noise either: the same choice whatever the seed.
+    let gumbel = |seed| {
+        let mut pos = Position::startpos();
+        let mut search = Search::new(quiet(SearchConfig::gumbel()), GameRules::default(), seed);
+        search.run(&mut pos, &PawnPlacement, 65, 4);
+        (search.root_children(), search.select_move(0.0))
+    };
+    assert_eq!(gumbel(1), gumbel(2));
+}
+
+/// Uniform priors and an even value, and a copy of every position it was asked about.
+#[derive(Default)]
+struct Recording(std::sync::Mutex<Vec<Position>>);
+
+impl Evaluator for Recording {
+    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+        self.0.lock().unwrap().extend(positions.iter().map(|p| (*p).clone()));
+        UniformEvaluator.evaluate(positions)
+    }
+}
+
+#[test]
+fn mate_in_one_at_expansion_is_scored_without_the_network() {
+    // White to move: after most of its moves Black mates in one (5c5b or 4d5b+).
+    let root = Position::from_sfen("4k2r1/3p1p3/4G4/5N3/9/9/8p/9/8K w - 1").unwrap();
+    let allows_mate = |m: Move| {
+        let mut p = root.clone();
+        p.do_move(m);
+        p.mate_in_one().is_some()
+    };
+    let moves: Vec<Move> = root.legal_moves().iter().copied().collect();
+    let bad = moves.iter().filter(|&&m| allows_mate(m)).count();
+    assert!(bad > 0 && bad < moves.len(), "{bad} of {} moves allow mate", moves.len());
+    let evaluated = |mate_in_one: bool| {
+        let recording = Recording::default();
+        let mut search = Search::new(SearchConfig { mate_in_one, ..SearchConfig::evaluation() }, GameRules::default(), 1);
+        let mut pos = root.clone();
+        search.run(&mut pos, &recording, 300, 8);
+        let positions = recording.0.into_inner().unwrap();
+        let with_mate = positions.iter().filter(|p| (*p).clone().mate_in_one().is_some()).count();
+        (positions.len(), with_mate, search.select_move(0.0).unwrap())
+    };
+    let (asked, with_mate, chosen) = evaluated(true);
+    assert!(asked > 0);
+    assert_eq!(with_mate, 0, "the network was asked about a position with a mate in one");
+    assert!(!allows_mate(chosen), "{chosen} allows mate in one");
+    // Without the check such positions do reach the evaluator (so the assertion above can fail).
+    let (asked_without, with_mate_without, _) = evaluated(false);
+    assert!(with_mate_without > 0, "no position with a mate in one was evaluated ({asked_without} asked)");
 }
 
 #[test]
@@ -124,11 +202,22 @@ fn tree_reuse_keeps_the_subtree_statistics() {
     let first = search.select_move(0.0).unwrap();
     let reply = search.children_at(&[first]).unwrap().into_iter().max_by_key(|c| c.visits).unwrap().mv;
     let expected = search.children_at(&[first, reply]).unwrap();
+    let expected_visits = search.children_at(&[first]).unwrap().into_iter().find(|c| c.mv == reply).unwrap().visits;
     assert!(expected.iter().map(|c| c.visits).sum::<u32>() > 10);
     pos.do_move(first);
     pos.do_move(reply);
     search.start(&pos, 0);
     assert_eq!(search.root_children(), expected);
+    assert_eq!(search.root_visits(), expected_visits);
+    // One more move: the reply's subtree again (reuse after a single ply).
+    let next = search.select_move(0.0).unwrap();
+    let expected = search.children_at(&[next]).unwrap();
+    let expected_visits = search.root_children().into_iter().find(|c| c.mv == next).unwrap().visits;
+    assert!(expected_visits > 1);
+    pos.do_move(next);
+    search.start(&pos, 0);
+    assert_eq!(search.root_children(), expected);
+    assert_eq!(search.root_visits(), expected_visits);
     // An unrelated position starts afresh.
     let other = Position::from_sfen("4k4/9/4P4/9/9/9/9/9/4K4 b G 1").unwrap();
     search.start(&other, 0);
