@@ -6,6 +6,7 @@ use clap::Subcommand;
 mod arena;
 mod bench;
 mod convert;
+mod data;
 mod encode;
 mod eval;
 mod export;
@@ -34,6 +35,8 @@ pub enum Command {
     Show(show::Args),
     /// Convert game records between CSA, KIF/KIFU, KI2, USI and SFEN, or print them as move text.
     Convert(convert::Args),
+    /// Training data: import game records and hcpe files to shards, export hcpe, stats, verify.
+    Data(data::Args),
     /// Play games with a network and write them as HDF5 training shards.
     Selfplay(selfplay::Args),
     /// Play a match between two players (checkpoints, reference players, USI engines).
@@ -67,6 +70,7 @@ impl Command {
             Command::Show(args) => show::run(args),
             Command::Bench(args) => bench::run(args),
             Command::Convert(args) => convert::run(args),
+            Command::Data(args) => data::run(args),
             Command::Selfplay(args) => selfplay::run(args),
             Command::Arena(args) => arena::run(args),
             Command::Ratings(args) => ratings::run(args),

@@ -4,6 +4,7 @@
 use anyhow::Result;
 use clap::Subcommand;
 
+mod data;
 mod mcts;
 mod nn;
 mod rules;
@@ -28,6 +29,8 @@ enum Target {
     Nn(nn::Args),
     /// Training samples/s at batch 256, tiny and standard nets, against the same training in plain PyTorch.
     Train(train::Args),
+    /// Training data: shard writes, replay-window sampling and loader batches/s against the trainer's consumption.
+    Data(data::Args),
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -37,5 +40,6 @@ pub fn run(args: Args) -> Result<()> {
         Target::Selfplay(a) => selfplay::run(a),
         Target::Nn(a) => nn::run(a),
         Target::Train(a) => train::run(a),
+        Target::Data(a) => data::run(a),
     }
 }

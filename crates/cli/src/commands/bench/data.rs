@@ -1,0 +1,265 @@
+//! `koma bench data`: the training-data path, measured in one run on synthetic shards in a
+//! temporary directory:
+//!
+//! 1. samples/s written to shards (`write_shard`: random games of koma-shogi with random policy
+//!    targets of up to 16 moves, the self-play shard layout);
+//! 2. samples/s drawn from a replay window of 1 M samples across shards (the written shards,
+//!    copied until the window is full);
+//! 3. encoded batches/s through the training loader (window sampling, unpacking, dlshogi
+//!    features and dense targets; the loader thread with a rayon pool of `--threads`);
+//! 4. the trainer's consumption: optimiser steps/s of the tiny net at the same batch size and
+//!    threads, and the ratio loader batches/s ÷ trainer batches/s, which must be above 1 for the
+//!    loader to keep the trainer fed.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use koma_data::{write_shard, ReplayWindow, SampleWeights, WindowSize};
+use koma_nn::ModelConfig;
+use koma_train::loader::{Loader, LoaderMsg, LoaderSetup};
+use koma_train::synth::{random_games, SynthPolicy};
+use koma_train::{HostBatch, ModelInit, Rng, TrainConfig, Trainer, WindowConfig};
+use serde_json::json;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Samples in the replay window (distinct shards are copied up to this).
+    #[arg(long, default_value_t = 1_000_000)]
+    window: usize,
+    /// Distinct samples generated and written (the write measurement).
+    #[arg(long, default_value_t = 100_000)]
+    unique: usize,
+    /// Samples per shard (whole games, so about this many).
+    #[arg(long, default_value_t = 10_000)]
+    shard_samples: usize,
+    #[arg(long, default_value_t = 1024)]
+    batch_size: usize,
+    /// Threads of the loader's encoding pool and of libtorch for the trainer.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Seconds per measurement (window sampling, loader; the trainer does at least 2 steps).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// The network the trainer measurement uses (preset or model config file).
+    #[arg(long, default_value = "tiny")]
+    net: String,
+    /// Directory for the temporary shards (default: the system's temporary directory).
+    #[arg(long)]
+    tmp: Option<PathBuf>,
+}
+
+/// A scratch directory removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(base: Option<&PathBuf>) -> Result<Scratch> {
+        let base = base.cloned().unwrap_or_else(std::env::temp_dir);
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let p = base.join(format!("koma-bench-data-{}-{nanos}", std::process::id()));
+        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
+        Ok(Scratch(p))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn log(json: bool, line: String) {
+    if !json {
+        eprintln!("{line}");
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    if args.batch_size == 0 || args.threads == 0 || args.unique == 0 || args.window == 0 {
+        bail!("--batch-size, --threads, --unique and --window must be at least 1");
+    }
+    // The loader encodes batches on rayon's global pool; it reads this when first used.
+    std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
+    tch::set_num_threads(args.threads as i32);
+    let model = ModelConfig::from_preset_or_file(&args.net)?;
+    let scratch = Scratch::new(args.tmp.as_ref())?;
+    let dir = scratch.0.join("shards");
+    std::fs::create_dir_all(&dir)?;
+
+    // 1. Writing shards.
+    let mut written = Vec::new();
+    let (mut samples_written, mut write_seconds, mut bytes) = (0usize, 0.0f64, 0u64);
+    let mut seed = 1u64;
+    while samples_written < args.unique {
+        let mut games = Vec::new();
+        let mut n = 0;
+        while n < args.shard_samples.min(args.unique - samples_written).max(1) {
+            for g in random_games(8, seed, SynthPolicy::Random) {
+                n += g.samples.len();
+                games.push(g);
+            }
+            seed += 1;
+        }
+        let path = dir.join(format!("bench-{:06}.h5", written.len()));
+        let t = Instant::now();
+        samples_written += write_shard(&path, &games)?;
+        write_seconds += t.elapsed().as_secs_f64();
+        bytes += std::fs::metadata(&path)?.len();
+        written.push(path);
+    }
+    let write_rate = samples_written as f64 / write_seconds;
+    log(args.json, format!(
+        "write: {samples_written} samples in {} shards, {:.0} samples/s, {:.1} bytes/sample on disk",
+        written.len(),
+        write_rate,
+        bytes as f64 / samples_written as f64
+    ));
+
+    // Copies up to the window size (not timed).
+    let mut total = samples_written;
+    let mut copies = 0usize;
+    'fill: loop {
+        for src in &written {
+            if total >= args.window {
+                break 'fill;
+            }
+            let dst = dir.join(format!("copy-{copies:06}.h5"));
+            std::fs::copy(src, &dst)?;
+            total += koma_data::ShardReader::open(&dst)?.len();
+            copies += 1;
+        }
+    }
+
+    // 2. Sampling from the window.
+    let mut window = ReplayWindow::open(&dir, WindowSize::fixed(args.window), SampleWeights::default())?;
+    let mut rng = Rng::seeded(7);
+    let t = Instant::now();
+    let mut drawn = 0usize;
+    let mut draws = 0usize;
+    let mut last_batch = Vec::new();
+    while draws < 2 || t.elapsed().as_secs_f64() < args.seconds {
+        last_batch = window.sample(args.batch_size, &mut |n| rng.below(n))?;
+        drawn += last_batch.len();
+        draws += 1;
+    }
+    let sample_rate = drawn as f64 / t.elapsed().as_secs_f64();
+    log(args.json, format!(
+        "window: {} samples in {} shards; sampling {:.0} samples/s (batches of {})",
+        window.len(),
+        window.shard_count(),
+        sample_rate,
+        args.batch_size
+    ));
+    let window_samples = window.len();
+    let window_shards = window.shard_count();
+    drop(window);
+
+    // 3. The training loader.
+    let config = TrainConfig { device: "cpu".into(), threads: Some(args.threads), batch_size: args.batch_size, ..TrainConfig::default() };
+    let loader = Loader::spawn(LoaderSetup {
+        shards_dir: dir.clone(),
+        window: WindowConfig { size: args.window, ..WindowConfig::default() },
+        loss: config.loss.clone(),
+        batch_size: args.batch_size,
+        prefetch: 2,
+        follow: None,
+        rng: Rng::seeded(11),
+        samples_seen: 0,
+    })?;
+    let mut loader_times = Vec::new();
+    let mut first: Option<Instant> = None;
+    let mut batches = 0usize;
+    let deadline = Duration::from_secs_f64(args.seconds.max(0.0) + 120.0);
+    let started = Instant::now();
+    loop {
+        match loader.recv_timeout(Duration::from_secs(60)) {
+            Some(Ok(LoaderMsg::Batch(b, _))) => {
+                if b.len() != args.batch_size {
+                    bail!("the loader gave a batch of {} samples, expected {}", b.len(), args.batch_size);
+                }
+                let now = Instant::now();
+                match first {
+                    // The first batch includes opening the window: the clock starts after it.
+                    None => first = Some(now),
+                    Some(_) => {
+                        batches += 1;
+                        loader_times.push(now);
+                    }
+                }
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(e.into()),
+            None => bail!("the loader produced nothing for 60 s"),
+        }
+        let measured = first.map_or(0.0, |f| f.elapsed().as_secs_f64());
+        if (batches >= 3 && measured >= args.seconds) || started.elapsed() > deadline {
+            break;
+        }
+    }
+    drop(loader);
+    let loader_seconds = loader_times.last().zip(first).map_or(f64::NAN, |(l, f)| l.duration_since(f).as_secs_f64());
+    let loader_rate = batches as f64 / loader_seconds;
+    log(args.json, format!(
+        "loader: {loader_rate:.2} batches/s of {} ({:.0} samples/s), {} threads",
+        args.batch_size,
+        loader_rate * args.batch_size as f64,
+        args.threads
+    ));
+
+    // 4. The trainer's consumption on a batch like the loader's.
+    config.validate()?;
+    let batch = HostBatch::from_samples(&last_batch, &config.loss);
+    let mut trainer = Trainer::new(&config, &ModelInit::Fresh(model.clone()))?;
+    trainer.train_step(&batch)?; // warm-up
+    let t = Instant::now();
+    let mut steps = 0usize;
+    let mut best = f64::INFINITY;
+    while steps < 2 || t.elapsed().as_secs_f64() < args.seconds {
+        let s = Instant::now();
+        trainer.train_step(&batch)?;
+        best = best.min(s.elapsed().as_secs_f64());
+        steps += 1;
+    }
+    let train_rate = steps as f64 / t.elapsed().as_secs_f64();
+    let ratio = loader_rate / train_rate;
+    log(args.json, format!(
+        "trainer ({}, {}): {train_rate:.3} batches/s of {} (fastest step {best:.3} s), {} threads",
+        args.net,
+        model.describe(),
+        args.batch_size,
+        args.threads
+    ));
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "batch_size": args.batch_size,
+                "threads": args.threads,
+                "write": {"samples": samples_written, "shards": written.len(), "seconds": write_seconds,
+                          "samples_per_second": write_rate, "bytes_per_sample": bytes as f64 / samples_written as f64},
+                "window": {"samples": window_samples, "shards": window_shards, "samples_per_second": sample_rate},
+                "loader": {"batches": batches, "seconds": loader_seconds, "batches_per_second": loader_rate,
+                           "samples_per_second": loader_rate * args.batch_size as f64},
+                "trainer": {"net": args.net, "describe": model.describe(), "steps": steps,
+                            "batches_per_second": train_rate, "fastest_step_seconds": best},
+                "ratio": ratio,
+                "ratio_ok": ratio > 1.0,
+            })
+        );
+    } else {
+        println!(
+            "write {:.0} samples/s | window of {} samples: {:.0} samples/s | loader {:.2} batches/s | trainer {:.3} batches/s | ratio {:.1} ({})",
+            write_rate,
+            window_samples,
+            sample_rate,
+            loader_rate,
+            train_rate,
+            ratio,
+            if ratio > 1.0 { "ok: the loader keeps up" } else { "BELOW 1: the loader starves the trainer" }
+        );
+    }
+    Ok(())
+}
