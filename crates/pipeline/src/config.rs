@@ -50,8 +50,8 @@ pub struct RunConfig {
     /// Opening suite for `[selfplay] openings_fraction` of the games: a file of USI position
     /// lines, or `builtin:balanced-8`; empty for none.
     pub openings: String,
-    /// Also write every self-play game as a record under `selfplay/records/` (`kif`, `csa`, or
-    /// empty for none).
+    /// Also write every self-play game as a record under `selfplay/records/` (`kif`, `kifu`,
+    /// `csa`, `ki2`, `usi`, `sfen`, or empty for none).
     pub records: String,
     /// Seed of model 0's weights.
     pub seed: u64,
@@ -218,8 +218,8 @@ impl PipelineConfig {
         if self.run.games_per_shard == 0 {
             return Err("[run] games_per_shard must be ≥ 1".into());
         }
-        if !["", "kif", "csa"].contains(&self.run.records.as_str()) {
-            return Err(format!("[run] records = {:?}: expected kif, csa or \"\"", self.run.records));
+        if !self.run.records.is_empty() && koma_selfplay::RecordFormat::from_name(&self.run.records).is_none() {
+            return Err(format!("[run] records = {:?}: expected kif, kifu, csa, ki2, usi, sfen or \"\"", self.run.records));
         }
         opening_suite_text(&self.run.openings).map_err(|e| format!("[run] {e}"))?;
         opening_suite_text(&self.arena.openings).map_err(|e| format!("[arena] {e}"))?;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossbeam::channel::Sender;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_nn::{Network, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, SelfPlayStats, StartPositions};
+use koma_selfplay::{EvaluatorSlot, RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
 
 use crate::config::{opening_suite_text, PipelineConfig};
 use crate::error::{PipelineError, Result};
@@ -25,6 +25,8 @@ pub struct SelfPlaySummary {
     pub shards: usize,
     pub samples_written: usize,
     pub games_written: usize,
+    /// Game records written under selfplay/records/ (`[run] records`).
+    pub records_written: usize,
     /// The models this process played with, in order.
     pub models: Vec<String>,
 }
@@ -73,7 +75,15 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
     tracing::info!(model = %first.name(), "self-play starts");
 
     let writer = ShardWriter::spawn(&run.selfplay_dir(), prefix, config.run.games_per_shard)?;
-    let sink: Sender<GameSamples> = writer.sender();
+    let records = match config.run.records.as_str() {
+        "" => None,
+        name => {
+            let format = RecordFormat::from_name(name).ok_or_else(|| PipelineError::Config { origin: "[run] records".into(), message: format!("{name:?} is not a record format") })?;
+            let records = RecordWriter::new(run.records_dir(), format, prefix).map_err(|message| PipelineError::Stage { stage: "self-play records", message })?;
+            Some(records.spawn_tee(writer.sender()))
+        }
+    };
+    let sink: Sender<GameSamples> = records.as_ref().map_or_else(|| writer.sender(), |r| r.sender());
     let starts = start_positions(config)?;
     let finished = AtomicBool::new(false);
     let started = Instant::now();
@@ -135,6 +145,9 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
     let stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message })?;
+    if let Some(tee) = records {
+        summary.records_written = tee.finish().written;
+    }
     let written: WriterSummary = writer.finish()?;
     summary.stats = stats;
     summary.shards = written.shards.len();

@@ -15,6 +15,7 @@ mod init;
 mod nn_args;
 mod openings;
 mod perft;
+mod pipeline;
 mod plot;
 mod ratings;
 mod rules;
@@ -25,6 +26,8 @@ mod usi;
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The main job: self-play and training together over a run directory, then an arena report.
+    Pipeline(pipeline::Args),
     /// Show the koma version, the libtorch it loaded and whether CUDA is usable.
     Info(info::Args),
     /// Count the leaves of the legal-move tree to a depth (bulk-counted perft).
@@ -64,6 +67,7 @@ pub enum Command {
 impl Command {
     pub fn run(self) -> anyhow::Result<()> {
         match self {
+            Command::Pipeline(args) => pipeline::run(args),
             Command::Info(args) => info::run(args),
             Command::Perft(args) => perft::run(args),
             Command::Rules(args) => rules::run(args),

@@ -17,14 +17,23 @@ use super::nn_args::RunArgs;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// The checkpoint that plays (model-STEP.safetensors with its JSON sidecar).
-    #[arg(long)]
-    model: PathBuf,
+    #[arg(long, required_unless_present = "run_dir")]
+    model: Option<PathBuf>,
     /// Games to play.
     #[arg(long, default_value_t = 100)]
     games: usize,
     /// Directory the shards are written to.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "run_dir")]
+    out: Option<PathBuf>,
+    /// Self-play for a pipeline run as its own process (`koma pipeline` made the directory):
+    /// plays with the run's current model under its config.toml, writes shards to RUN/selfplay/,
+    /// switches to each new model the trainer publishes, until Ctrl-C. Several such processes
+    /// can feed one `koma train --run DIR --follow`.
+    #[arg(long = "run", requires = "follow", conflicts_with_all = ["model", "out", "config", "openings", "records"])]
+    run_dir: Option<PathBuf>,
+    /// With --run: keep playing and follow the run's models (required with --run).
+    #[arg(long, requires = "run_dir")]
+    follow: bool,
     /// TOML file with a [selfplay] table (see configs/); defaults otherwise.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -58,10 +67,70 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
     Ok(config)
 }
 
+/// `--run DIR --follow`: koma_pipeline's self-play stage with a status line, until Ctrl-C.
+fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
+    let run = koma_pipeline::RunDir::new(dir);
+    let config = koma_pipeline::PipelineConfig::parse(&run.read_config()?, &run.config_file().display().to_string())?;
+    if config.run.threads > 0 {
+        tch::set_num_threads(config.run.threads as i32);
+    }
+    let stop = crate::interrupt::stop_flag();
+    let prefix = koma_pipeline::pipeline::shard_prefix();
+    let (sender, events) = crossbeam::channel::unbounded();
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
+    bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.root.display()));
+    let started = Instant::now();
+    let summary = std::thread::scope(|scope| {
+        let worker = scope.spawn(|| koma_pipeline::selfplay_stage::run_selfplay(&run, &config, &prefix, stop.clone(), &sender));
+        while !worker.is_finished() || !events.is_empty() {
+            match events.recv_timeout(Duration::from_millis(250)) {
+                Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(format!(
+                    "{} games · {} samples · {:.0} evals/s · avg {:.0} plies · {}",
+                    s.stats.games,
+                    s.stats.samples,
+                    s.evaluations as f64 / s.seconds.max(1e-9),
+                    s.stats.average_length(),
+                    s.model
+                )),
+                Ok(koma_pipeline::Event::ModelSwitched { model }) => {
+                    tracing::info!("self-play plays with {model}");
+                }
+                Ok(koma_pipeline::Event::SelfPlayWaiting) => bar.set_message("waiting for a model in models/"),
+                _ => {}
+            }
+            bar.tick();
+        }
+        worker.join().unwrap_or_else(|_| Err(koma_pipeline::PipelineError::Stage { stage: "self-play", message: "the thread panicked".into() }))
+    })?;
+    bar.finish_and_clear();
+    let seconds = started.elapsed().as_secs_f64();
+    if json {
+        println!("{}", serde_json::json!({ "selfplay": summary, "seconds": seconds }));
+    } else {
+        println!(
+            "{} games in {seconds:.1} s, {} samples in {} shards under {}; models: {}",
+            summary.stats.games,
+            summary.samples_written,
+            summary.shards,
+            run.selfplay_dir().display(),
+            summary.models.join(" → ")
+        );
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<()> {
+    if let Some(dir) = &args.run_dir {
+        return follow_run(dir, args.json);
+    }
+    let (model, out) = match (&args.model, &args.out) {
+        (Some(m), Some(o)) => (m.clone(), o.clone()),
+        _ => anyhow::bail!("--model and --out are required without --run"),
+    };
     let config = load_selfplay_config(args.config.as_ref())?;
-    let network = Network::load(&args.model, &args.run.options()?).with_context(|| format!("loading {}", args.model.display()))?;
-    let model_name = args.model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let network = Network::load(&model, &args.run.options()?).with_context(|| format!("loading {}", model.display()))?;
+    let model_name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name);
     let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
     if let Some(path) = &args.openings {
@@ -69,7 +138,7 @@ pub fn run(args: Args) -> Result<()> {
         starts = starts.with_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?;
     }
     let prefix = format!("selfplay-{}", std::process::id());
-    let writer = ShardWriter::spawn(&args.out, &prefix, args.games_per_shard)?;
+    let writer = ShardWriter::spawn(&out, &prefix, args.games_per_shard)?;
     let records = match &args.records {
         Some(dir) => Some(koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix).map_err(anyhow::Error::msg)?.spawn_tee(writer.sender())),
         None => None,
@@ -110,7 +179,7 @@ pub fn run(args: Args) -> Result<()> {
             serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples, "records_written": records.as_ref().map(|r| r.written) })
         );
     } else {
-        println!("{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}", stats.games, stats.games as f64 / seconds, written.samples, written.shards.len(), args.out.display());
+        println!("{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}", stats.games, stats.games as f64 / seconds, written.samples, written.shards.len(), out.display());
         println!("results: Black {} / White {} / draws {}; average length {:.1} plies", stats.black_wins, stats.white_wins, stats.draws, stats.average_length());
         println!("endings: {}", stats.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         if let Some(r) = &records {

@@ -7,13 +7,20 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
+use crate::interrupt;
 use koma_train::{train, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainOptions, WaitReason};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A directory of shards, or a run directory (its selfplay/ shards are read).
-    #[arg(long)]
-    data: PathBuf,
+    #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+    data: Option<PathBuf>,
+    /// Train a pipeline run as its own process (`koma pipeline` made the directory): the run's
+    /// config.toml gives the settings, the trainer resumes from the run's state or starts from
+    /// model 0, and with --follow it trains as self-play processes (`koma selfplay --run DIR
+    /// --follow`) write shards. Runs the gatekeeper too when the config enables gating.
+    #[arg(long, conflicts_with_all = ["out", "model", "config"])]
+    run: Option<PathBuf>,
     /// Initial weights: a checkpoint (.safetensors), or a preset (tiny, standard) or model config
     /// file for a fresh network. Not needed with --resume.
     #[arg(long)]
@@ -67,6 +74,12 @@ fn config(args: &Args) -> Result<TrainConfig> {
         Some(path) => TrainConfig::from_file(path)?,
         None => TrainConfig::default(),
     };
+    apply_overrides(args, &mut c)?;
+    Ok(c)
+}
+
+/// The command-line overrides of trainer settings.
+fn apply_overrides(args: &Args, c: &mut TrainConfig) -> Result<()> {
     if let Some(v) = args.batch_size {
         c.batch_size = v;
     }
@@ -89,16 +102,51 @@ fn config(args: &Args) -> Result<TrainConfig> {
         c.threads = args.threads;
     }
     c.validate()?;
-    Ok(c)
+    Ok(())
+}
+
+/// Options for `--run DIR`: the run's config, model 0, resume when there is a state.
+fn run_options(args: &Args, run: &koma_pipeline::RunDir) -> Result<(TrainOptions, koma_pipeline::PipelineConfig)> {
+    let text = run.read_config()?;
+    let pipeline = koma_pipeline::PipelineConfig::parse(&text, &run.config_file().display().to_string())?;
+    let mut train = pipeline.train_config();
+    apply_overrides(args, &mut train)?;
+    let model_zero = koma_pipeline::pipeline::ensure_model_zero(run, &pipeline)?;
+    let mut options = TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path)), args.steps, train);
+    options.resume = ResumeMode::IfPresent;
+    Ok((options, pipeline))
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let config = config(&args)?;
-    let model = args.model.as_deref().map(ModelInit::parse).transpose()?;
-    let paths = RunPaths::resolve(&args.data, args.out.as_deref());
-    let mut options = TrainOptions::new(paths, model, args.steps, config);
-    options.resume = if args.resume { ResumeMode::Required } else { ResumeMode::Never };
+    let (mut options, pipeline) = match &args.run {
+        Some(dir) => {
+            let run = koma_pipeline::RunDir::new(dir);
+            let (options, pipeline) = run_options(&args, &run)?;
+            (options, Some((run, pipeline)))
+        }
+        None => {
+            let config = config(&args)?;
+            let model = args.model.as_deref().map(ModelInit::parse).transpose()?;
+            let data = args.data.as_ref().expect("clap requires --data without --run");
+            let paths = RunPaths::resolve(data, args.out.as_deref());
+            let mut options = TrainOptions::new(paths, model, args.steps, config);
+            options.resume = if args.resume { ResumeMode::Required } else { ResumeMode::Never };
+            (options, None)
+        }
+    };
     options.follow = args.follow;
+    let stop = interrupt::stop_flag();
+    options.stop = Some(stop.clone());
+    // The gatekeeper runs beside a trainer of a gated run (self-play processes follow its choice).
+    let gatekeeper = pipeline.as_ref().filter(|(_, p)| p.gating.enabled).map(|(run, p)| {
+        let (run, p, stop) = (run.clone(), p.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let (events, _ignored) = crossbeam::channel::unbounded();
+            if let Err(e) = koma_pipeline::evaluation::run_gatekeeper(&run, &p, stop, &events) {
+                tracing::error!("gatekeeper: {e}");
+            }
+        })
+    });
 
     let bar = ProgressBar::hidden();
     let mut last_msg = String::new();
@@ -162,6 +210,10 @@ pub fn run(args: Args) -> Result<()> {
         }),
     });
     bar.finish_and_clear();
+    if let Some(g) = gatekeeper {
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = g.join();
+    }
     let summary = summary.context("training failed")?;
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);

@@ -1,0 +1,180 @@
+"""`koma pipeline` end to end on a very small config: models are published and self-play switches
+to them; killed with SIGKILL mid-run and resumed, nothing is lost; the separate stage processes
+(`koma selfplay --run DIR --follow`, `koma train --run DIR --follow`) stop cleanly on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import h5py
+import pytest
+
+CONFIG = """
+[run]
+minutes = 10
+threads = 1
+games_per_shard = 2
+records = "kifu"
+
+[selfplay]
+games_per_worker = 8
+leaves_per_game = 2
+simulations = 8
+cheap_simulations = 2
+full_search_fraction = 0.5
+max_plies = 96
+
+[train]
+batch_size = 32
+checkpoint_every = 10
+log_every = 5
+
+[train.follow]
+min_window_samples = 100
+samples_per_new_sample = 4.0
+poll_seconds = 0.5
+refresh_every_batches = 2
+
+[arena]
+games = 2
+references = ["greedy"]
+curve_models = 1
+curve_games = 2
+simulations = 4
+max_plies = 96
+"""
+
+
+def shards(run):
+    d = os.path.join(run, "selfplay")
+    if not os.path.isdir(d):
+        return []
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".h5"))
+
+
+def read_shard(path):
+    with h5py.File(path, "r") as f:
+        models = [m.decode() if isinstance(m, bytes) else str(m) for m in f["game_model"][()]]
+        return len(f["result"]), models, int(f["game_length"][()].sum())
+
+
+def models(run):
+    if not os.path.isdir(os.path.join(run, "models")):
+        return []
+    return sorted(f for f in os.listdir(os.path.join(run, "models")) if f.endswith(".safetensors"))
+
+
+def wait_for(predicate, timeout, proc, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"koma exited ({proc.returncode}) before {what}:\n{err[-3000:]}")
+        time.sleep(0.5)
+    proc.kill()
+    out, err = proc.communicate()
+    pytest.fail(f"timed out waiting for {what}:\n{err[-3000:]}")
+
+
+@pytest.fixture()
+def config(tmp_path):
+    path = tmp_path / "tiny-test.toml"
+    path.write_text(CONFIG)
+    return str(path)
+
+
+def test_pipeline_publishes_switches_survives_kill_and_resumes(koma_bin, tmp_path, config):
+    run = str(tmp_path / "run")
+    env = dict(os.environ, RUST_LOG="info")
+    proc = subprocess.Popen([koma_bin, "pipeline", "--config", config, "--run", run, "--no-report"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # Model 0 plus at least two trained models, and games played by a trained one.
+    def switched():
+        if len(models(run)) < 3:
+            return False
+        return any(m != "model-00000000" for s in shards(run) for m in read_shard(s)[1])
+    wait_for(switched, 240, proc, "two published models and self-play on a new one")
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+    # Nothing half-written: every shard opens, every checkpoint has its sidecar.
+    before = {s: read_shard(s) for s in shards(run)}
+    assert before, "no shards"
+    assert not [f for f in os.listdir(os.path.join(run, "selfplay")) if f.endswith(".tmp")]
+    for m in models(run):
+        with open(os.path.join(run, "models", m[: -len(".safetensors")] + ".json")) as f:
+            json.load(f)
+    samples_before = sum(n for n, _, _ in before.values())
+    models_before = len(models(run))
+    played = {m for _, ms, _ in before.values() for m in ms}
+    assert "model-00000000" in played and len(played) >= 2, played
+    state = json.load(open(os.path.join(run, "train", "state", "state.json")))
+    step_at_kill = state["step"]
+    assert step_at_kill >= 10
+    with open(os.path.join(run, "train", "metrics.jsonl")) as f:
+        assert any(json.loads(line)["step"] > 0 for line in f if line.strip())
+    records = os.listdir(os.path.join(run, "selfplay", "records"))
+    assert any(r.endswith(".kifu") for r in records)
+
+    # A new run in the same directory is refused; --resume continues it.
+    refused = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run], capture_output=True, text=True)
+    assert refused.returncode != 0 and "--resume" in refused.stderr
+    resumed = subprocess.run([koma_bin, "pipeline", "--run", run, "--resume", "--minutes", "0.75", "--json"],
+                             capture_output=True, text=True, timeout=400, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    summary = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert summary["resumed"] and summary["stop_reason"] == "time_limit"
+    assert summary["train"]["resumed"] and summary["train"]["start_step"] == step_at_kill
+    assert summary["train"]["final_step"] > step_at_kill
+    assert summary["selfplay"]["models"][0] != "model-00000000"  # starts on the newest model
+    # Every shard from before the kill is still there, unchanged; more samples now.
+    after = {s: read_shard(s) for s in shards(run)}
+    for s, content in before.items():
+        assert after[s] == content
+    assert sum(n for n, _, _ in after.values()) > samples_before
+    assert len(models(run)) > models_before
+    # The report ran: last model against model 0 and greedy, ratings written, plots drawn.
+    report = summary["report"]
+    assert [label for label, _ in report["matches"]][:2] == ["last model vs model 0 (2 games)", "last model vs greedy (2 games)"]
+    ratings = json.load(open(os.path.join(run, "arena", "ratings.json")))
+    assert any(r["player"] == "model-00000000@4" and r["elo"] == 0 for r in ratings)
+    for png in ("train-loss.png", "train-accuracy.png", "elo.png"):
+        assert os.path.getsize(os.path.join(run, png)) > 1000
+    assert any(f.startswith("pipeline-") for f in os.listdir(os.path.join(run, "logs")))
+
+
+def test_stages_run_as_separate_processes_and_stop_on_ctrl_c(koma_bin, tmp_path, config):
+    run = str(tmp_path / "run")
+    # A run directory with model 0, made by a pipeline that stops at once.
+    made = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "1", "--no-report", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    n0 = sum(read_shard(s)[0] for s in shards(run))
+    selfplay = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    trainer = subprocess.Popen([koma_bin, "train", "--run", run, "--follow", "--json"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    n_models = len(models(run))
+    def both_worked():
+        return len(models(run)) >= n_models + 2 and len(shards(run)) >= n_shards + 2
+    n_shards = len(shards(run))
+    wait_for(both_worked, 300, trainer, "new shards from the self-play process and new models from the trainer")
+    for p in (selfplay, trainer):
+        p.send_signal(signal.SIGINT)
+    outs = [p.communicate(timeout=120) for p in (selfplay, trainer)]
+    assert selfplay.returncode == 0, outs[0][1][-3000:]
+    assert trainer.returncode == 0, outs[1][1][-3000:]
+    sp = json.loads(outs[0][0].strip().splitlines()[-1])
+    assert sp["selfplay"]["games_written"] > 0 and len(sp["selfplay"]["models"]) >= 2
+    tr = json.loads(outs[1][0].strip().splitlines()[-1])
+    assert tr["stopped"] and tr["resumed"] and tr["final_step"] > 1
+    # The trainer wrote a checkpoint and its state on the way out.
+    state = json.load(open(os.path.join(run, "train", "state", "state.json")))
+    assert state["step"] == tr["final_step"]
+    assert sum(read_shard(s)[0] for s in shards(run)) > n0
