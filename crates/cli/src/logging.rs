@@ -1,7 +1,7 @@
 //! Logging: `tracing` events to stderr, filtered by `RUST_LOG` or else by the `-v` count, and,
 //! once a command names one ([`log_to_file`]), also to a log file (the pipeline's `RUN/logs/`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -49,6 +49,7 @@ pub fn init(verbose: u8) {
     };
     let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .with_filter(filter_fn(|meta| !QUIET_STDERR.load(Ordering::Relaxed) || *meta.level() <= Level::WARN));
     let file = tracing_subscriber::fmt::layer()
