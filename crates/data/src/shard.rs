@@ -146,18 +146,30 @@ pub struct GameInfo {
     pub samples: std::ops::Range<usize>,
 }
 
+/// The datasets random reads touch, kept open so that their chunk caches (decompressed chunks)
+/// last from one read to the next.
+const READ_DATASETS: [&str; 8] = ["position", "move", "root_wdl", "result", "ply", "flags", "policy_move", "policy_weight"];
+/// Chunk cache per open dataset: enough for the whole of a typical self-play shard's datasets, so
+/// that repeated random reads (the replay window) decompress each chunk once.
+const CHUNK_CACHE_BYTES: usize = 4 << 20;
+const CHUNK_CACHE_SLOTS: usize = 10007;
+
 /// An open, validated shard. Only the policy offsets are held in memory; samples are read on
-/// demand.
+/// demand (decompressed chunks stay in HDF5's chunk cache, up to 4 MiB per dataset).
 pub struct ShardReader {
     path: PathBuf,
     file: hdf5::File,
     offsets: Vec<u32>,
+    datasets: Vec<hdf5::Dataset>,
 }
 
 impl ShardReader {
     pub fn open(path: &Path) -> Result<ShardReader> {
         let err = h5(path);
-        let file = hdf5::File::open(path).map_err(&err)?;
+        let file = hdf5::File::with_options()
+            .with_fapl(|p| p.chunk_cache(CHUNK_CACHE_SLOTS, CHUNK_CACHE_BYTES, 0.75))
+            .open(path)
+            .map_err(&err)?;
         let format = file
             .attr("format")
             .and_then(|a| a.read_scalar::<VarLenUnicode>())
@@ -198,7 +210,8 @@ impl ShardReader {
         for name in ["game_start", "game_model", "game_winner", "game_end", "game_length", "game_first_sample", "game_move_offsets", "game_moves"] {
             dataset(name)?;
         }
-        Ok(ShardReader { path: path.to_path_buf(), file, offsets })
+        let datasets = READ_DATASETS.iter().map(|name| dataset(name)).collect::<Result<Vec<_>>>()?;
+        Ok(ShardReader { path: path.to_path_buf(), file, offsets, datasets })
     }
 
     /// A string attribute of the file (None when missing or not a string).
@@ -219,11 +232,19 @@ impl ShardReader {
         self.len() == 0
     }
 
+    /// A dataset random reads use: the handle kept open (with its cache) when it is one of them.
+    fn open_dataset(&self, name: &str) -> Result<std::borrow::Cow<'_, hdf5::Dataset>> {
+        match READ_DATASETS.iter().position(|&n| n == name) {
+            Some(i) => Ok(std::borrow::Cow::Borrowed(&self.datasets[i])),
+            None => Ok(std::borrow::Cow::Owned(self.file.dataset(name).map_err(h5(&self.path))?)),
+        }
+    }
+
     fn points<T: hdf5::H5Type + Clone>(&self, name: &str, indices: &[usize]) -> Result<Vec<T>> {
         if indices.is_empty() {
             return Ok(Vec::new());
         }
-        let ds = self.file.dataset(name).map_err(h5(&self.path))?;
+        let ds = self.open_dataset(name)?;
         let selection = Array1::from(indices.to_vec());
         Ok(ds.read_slice_1d::<T, _>(selection).map_err(h5(&self.path))?.to_vec())
     }
@@ -287,7 +308,7 @@ impl ShardReader {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        let ds = self.file.dataset(name).map_err(h5(&self.path))?;
+        let ds = self.open_dataset(name)?;
         Ok(ds.read_slice_1d::<T, _>(range).map_err(h5(&self.path))?.to_vec())
     }
 
