@@ -62,6 +62,8 @@ pub struct Search {
     gumbel: Option<GumbelRoot>,
     /// Simulations asked for by the current `start`.
     budget: u32,
+    /// A mate in one at the root (with `mate_in_one` on): played at once, whatever the visits.
+    root_mate: Option<Move>,
     /// The network's value of the root (for Gumbel's completed Q).
     root_network_value: f32,
     moves: MoveList,
@@ -79,6 +81,7 @@ impl Search {
             cache: None,
             gumbel: None,
             budget: 0,
+            root_mate: None,
             root_network_value: 0.0,
             moves: MoveList::new(),
         }
@@ -112,6 +115,7 @@ impl Search {
         self.root_hash = pos.hash();
         self.budget = simulations;
         self.gumbel = None;
+        self.root_mate = if self.config.mate_in_one { pos.clone().mate_in_one() } else { None };
         if self.tree.is_empty() {
             pos.generate_legal(&mut self.moves);
             self.tree.add_node(NONE, &self.moves);
@@ -446,6 +450,9 @@ impl Search {
 
     /// The root's value for its side to move, in [-1, 1].
     pub fn root_value(&self) -> f32 {
+        if self.root_mate.is_some() {
+            return 1.0;
+        }
         match self.tree.nodes.first() {
             Some(n) if n.visits > 0 => -n.value_sum / n.visits as f32,
             _ => 0.0,
@@ -454,6 +461,9 @@ impl Search {
 
     /// The root's win/draw/loss estimate for its side to move (mean over the search).
     pub fn root_wdl(&self) -> [f32; 3] {
+        if self.root_mate.is_some() {
+            return [1.0, 0.0, 0.0];
+        }
         match self.tree.nodes.first() {
             Some(n) if n.visits > 0 => {
                 let v = -n.value_sum / n.visits as f32;
@@ -472,8 +482,17 @@ impl Search {
         self.config.root_noise = on;
     }
 
-    /// The policy training target: visit shares for PUCT, the completed-Q policy for Gumbel.
+    /// A mate in one found at the root by the last `start` (with `mate_in_one` on).
+    pub fn root_mate(&self) -> Option<Move> {
+        self.root_mate
+    }
+
+    /// The policy training target: visit shares for PUCT, the completed-Q policy for Gumbel; all
+    /// on the mating move when the root has a mate in one.
     pub fn policy_target(&self) -> Vec<(Move, f32)> {
+        if let Some(mate) = self.root_mate {
+            return vec![(mate, 1.0)];
+        }
         let children = self.root_children();
         if let (Some(g), RootSelection::Gumbel { .. }) = (&self.gumbel, self.config.root) {
             let probs = g.completed_q_policy(&children, self.root_network_value);
@@ -486,9 +505,13 @@ impl Search {
         children.iter().map(|c| (c.mv, c.visits as f32 / total as f32)).collect()
     }
 
-    /// The move to play: the Gumbel choice for a Gumbel root; otherwise the most visited move at
-    /// temperature 0, or a move drawn with probability ∝ visits^(1/temperature).
+    /// The move to play: a mate in one at the root when there is one; the Gumbel choice for a
+    /// Gumbel root; otherwise the most visited move at temperature 0, or a move drawn with
+    /// probability ∝ visits^(1/temperature).
     pub fn select_move(&mut self, temperature: f32) -> Option<Move> {
+        if let Some(mate) = self.root_mate {
+            return Some(mate);
+        }
         let children = self.root_children();
         if children.is_empty() {
             return None;

@@ -45,6 +45,27 @@ fn finds_a_mate_in_one_by_search() {
 }
 
 #[test]
+fn a_mate_in_one_at_the_root_is_played_without_search() {
+    // A position with many legal moves: with one simulation and temperature 1 the search alone
+    // would almost never pick G*5b.
+    let mut pos = Position::from_sfen("4k4/9/4P4/9/9/9/9/9/4K4 b 2G2S 1").unwrap();
+    let mate = Move::from_usi("G*5b");
+    for seed in 0..8 {
+        let mut search = Search::new(SearchConfig::default(), GameRules::default(), seed);
+        search.run(&mut pos, &UniformEvaluator, 1, 1);
+        assert_eq!(search.root_mate(), mate);
+        assert_eq!(search.select_move(1.0), mate);
+        assert_eq!(search.policy_target(), vec![(mate.unwrap(), 1.0)]);
+        assert_eq!((search.root_value(), search.root_wdl()), (1.0, [1.0, 0.0, 0.0]));
+    }
+    // Switched off, it is up to the search (and the target spreads over the visited moves).
+    let mut search = Search::new(quiet(SearchConfig::default()), GameRules::default(), 3);
+    search.run(&mut pos, &UniformEvaluator, 1, 1);
+    assert_eq!(search.root_mate(), None);
+    assert!(search.policy_target().len() > 1);
+}
+
+#[test]
 fn avoids_moves_that_allow_a_mate_in_one() {
     // Random positions where some replies allow the opponent a mate in one and some do not.
     let mut rng = koma_mcts::Rng::seeded(11);

@@ -67,6 +67,10 @@ impl Game {
         self.stalled = false;
         self.search.set_root_noise(self.full_search && config.search.root_noise);
         self.search.start(&self.pos, self.target);
+        if self.search.root_mate().is_some() {
+            // The mate is played whatever a search would say: no simulations needed.
+            self.target = 0;
+        }
     }
 
     /// Adds up to `limit` leaves of this game to the batch being built.
