@@ -47,6 +47,9 @@ pub struct Args {
     /// The network the trainer measurement uses (preset or model config file).
     #[arg(long, default_value = "tiny")]
     net: String,
+    /// Where the trainer runs: cpu, cuda, cuda:N or auto.
+    #[arg(long, default_value = "cpu")]
+    device: String,
     /// Directory for the temporary shards (default: the system's temporary directory).
     #[arg(long)]
     tmp: Option<PathBuf>,
@@ -158,7 +161,7 @@ pub fn run(args: Args) -> Result<()> {
     drop(window);
 
     // 3. The training loader.
-    let config = TrainConfig { device: "cpu".into(), threads: Some(args.threads), batch_size: args.batch_size, ..TrainConfig::default() };
+    let config = TrainConfig { device: args.device.clone(), threads: Some(args.threads), batch_size: args.batch_size, ..TrainConfig::default() };
     let loader = Loader::spawn(LoaderSetup {
         shards_dir: dir.clone(),
         window: WindowConfig { size: args.window, ..WindowConfig::default() },
@@ -226,8 +229,9 @@ pub fn run(args: Args) -> Result<()> {
     let train_rate = steps as f64 / t.elapsed().as_secs_f64();
     let ratio = loader_rate / train_rate;
     log(args.json, format!(
-        "trainer ({}, {}): {train_rate:.3} batches/s of {} (fastest step {best:.3} s), {} threads",
+        "trainer ({}, {}, {}): {train_rate:.3} batches/s of {} (fastest step {best:.3} s), {} threads",
         args.net,
+        args.device,
         model.describe(),
         args.batch_size,
         args.threads
@@ -243,7 +247,7 @@ pub fn run(args: Args) -> Result<()> {
                 "window": {"samples": window_samples, "shards": window_shards, "samples_per_second": sample_rate},
                 "loader": {"batches": batches, "seconds": loader_seconds, "batches_per_second": loader_rate,
                            "samples_per_second": loader_rate * args.batch_size as f64},
-                "trainer": {"net": args.net, "describe": model.describe(), "steps": steps,
+                "trainer": {"net": args.net, "device": args.device, "describe": model.describe(), "steps": steps,
                             "batches_per_second": train_rate, "fastest_step_seconds": best},
                 "ratio": ratio,
                 "ratio_ok": ratio > 1.0,
