@@ -9,12 +9,10 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::openings::read_suite;
-use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
+use koma_arena::player::Player;
 use koma_arena::stats::Sprt;
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
-use koma_mcts::Evaluator;
-use koma_nn::{Network, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, InferenceServer};
+use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
 use koma_shogi::rules::GameRules;
 
 use super::nn_args::RunArgs;
@@ -72,44 +70,15 @@ fn factory(spec: &str, simulations: u32, byoyomi: u64, rules: GameRules, run: &R
         };
         return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
     }
-    let (name, budget) = match spec.split_once('@') {
-        Some((n, b)) => {
-            let parsed = match b.strip_suffix("ms") {
-                Some(ms) => ms.parse::<u64>().map(Budget::Millis),
-                None => b.parse::<u32>().map(Budget::Simulations),
-            };
-            (n, parsed.with_context(|| format!("player {spec:?}: budget {b:?} is neither simulations (800) nor time (500ms)"))?)
-        }
-        None => (spec, Budget::Simulations(simulations)),
-    };
-    let budget_label = match budget {
-        Budget::Simulations(n) => n.to_string(),
-        Budget::Millis(ms) => format!("{ms}ms"),
-    };
-    Ok(match name {
-        "random" => Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>)),
-        "greedy" => Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>)),
-        "mcts-material" => Arc::new(move |seed| {
-            let label = format!("mcts-material@{budget_label}");
-            Ok(Box::new(MctsPlayer::with_budget(&label, Arc::new(MaterialEvaluator), budget, 8, rules, seed)) as Box<dyn Player>)
-        }),
-        path => {
-            let path = PathBuf::from(path);
-            if !path.exists() {
-                bail!("player {spec:?}: not random, greedy, mcts-material, usi:… or an existing checkpoint");
-            }
-            let network = Network::load(&path, &run.options()?).with_context(|| format!("loading {}", path.display()))?;
-            let label = format!("{}@{budget_label}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
-            // One inference thread per checkpoint: the leaves of all concurrent games merge into its
-            // batches.
-            let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
-            let server = Arc::new(InferenceServer::spawn(slot, 1024));
-            Arc::new(move |seed| {
-                let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());
-                Ok(Box::new(MctsPlayer::with_budget(&label, evaluator, budget, 16, rules, seed)) as Box<dyn Player>)
-            })
-        }
-    })
+    if let Ok(reference) = reference_factory(spec, simulations, rules) {
+        return Ok(reference);
+    }
+    let (path, budget) = split_budget(spec, simulations).map_err(anyhow::Error::msg)?;
+    let path = PathBuf::from(path);
+    if !path.exists() {
+        bail!("player {spec:?}: not random, greedy, mcts-material, usi:… or an existing checkpoint");
+    }
+    checkpoint_factory(&path, budget, rules, &run.options()?).with_context(|| format!("loading {}", path.display()))
 }
 
 pub fn run(args: Args) -> Result<()> {
