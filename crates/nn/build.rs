@@ -1,6 +1,7 @@
 //! Link libtorch the way crates/cli/build.rs does (see the comment there and
-//! docs/architecture.md, "libtorch"): this crate's test binaries link tch and must start under
-//! `cargo test` without LD_LIBRARY_PATH and with the CUDA backend kept.
+//! docs/architecture.md, "libtorch"): the test binaries of this crate (and of train, engine and
+//! pipeline, whose manifests point here) link tch and must start under `cargo test` without
+//! LD_LIBRARY_PATH and with the CUDA backend kept.
 
 use std::env;
 
