@@ -123,7 +123,7 @@ pub struct Distribution {
     pub p10: u64,
     pub median: u64,
     pub p90: u64,
-    /// (from, to exclusive, count) in fixed-width bins.
+    /// (from, to exclusive, count) in equal bins (20 wide, wider for long games).
     pub histogram: Vec<(u64, u64, u64)>,
 }
 
@@ -136,11 +136,13 @@ impl Distribution {
         let n = values.len();
         let q = |f: f64| values[((n - 1) as f64 * f).round() as usize];
         let max = values[n - 1];
+        // At most about 25 bins: widen them (to a multiple of 10) for long games.
+        let bin = bin.max(((max + 1).div_ceil(25)).div_ceil(10) * 10);
         let mut histogram = Vec::new();
         let mut from = 0;
         while from <= max {
             let to = from + bin;
-            let count = values.iter().filter(|&&v| v >= from && v < to).count() as u64;
+            let count = (values.partition_point(|&v| v < to) - values.partition_point(|&v| v < from)) as u64;
             histogram.push((from, to, count));
             from = to;
         }

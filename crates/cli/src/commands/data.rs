@@ -168,6 +168,15 @@ fn run_import(args: ImportArgs) -> Result<()> {
     })
     .with_context(|| format!("importing into {}", args.out.display()))?;
     progress.finish_and_clear();
+    if summary.files == 0 {
+        bail!("no files to import in {:?} (for directories: files ending in {})", args.inputs, match source {
+            Source::Csa => ".csa",
+            Source::Kif => ".kif or .kifu",
+            Source::Ki2 => ".ki2",
+            Source::Hcpe => ".hcpe",
+            Source::Auto => ".csa, .kif, .kifu, .ki2 or .hcpe",
+        });
+    }
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         println!(
