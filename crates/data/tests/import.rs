@@ -114,7 +114,7 @@ fn hcpe_import_export_round_trip() {
     std::fs::write(&input, hcpe_bytes(&records)).unwrap();
     let out = dir.path().join("shards");
     let options = ImportOptions { source: Source::Hcpe, positions_per_shard: 500, ..ImportOptions::default() };
-    let summary = import(&[input.clone()], &out, &options, &mut quiet).unwrap();
+    let summary = import(std::slice::from_ref(&input), &out, &options, &mut quiet).unwrap();
     assert_eq!((summary.hcpe_records, summary.bad_records, summary.samples), (records.len(), 0, records.len()));
     assert_eq!(summary.shards.len(), records.len().div_ceil(500));
     for shard in &summary.shards {
@@ -151,7 +151,7 @@ fn corrupt_hcpe_names_file_and_record() {
     let input = dir.path().join("bad.hcpe");
     std::fs::write(&input, &bytes).unwrap();
     let options = ImportOptions { source: Source::Hcpe, ..ImportOptions::default() };
-    let summary = import(&[input.clone()], &dir.path().join("out"), &options, &mut quiet).unwrap();
+    let summary = import(std::slice::from_ref(&input), &dir.path().join("out"), &options, &mut quiet).unwrap();
     let problems: Vec<String> = summary.problems.iter().map(|p| p.to_string()).collect();
     assert_eq!(summary.bad_records, 3, "{problems:?}");
     assert_eq!(summary.samples, records.len() - 3);
