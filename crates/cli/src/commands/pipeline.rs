@@ -316,10 +316,12 @@ pub fn run(args: Args) -> Result<()> {
         stop,
         report: !args.no_report,
     };
-    let prepared = koma_pipeline::prepare(&options)?;
+    // The log opens first, so that it also holds how the run was set up (model 0, a refused
+    // config).
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let log = prepared.run.logs_dir().join(format!("pipeline-{stamp}.log"));
+    let log = koma_pipeline::RunDir::new(&args.run).logs_dir().join(format!("pipeline-{stamp}.log"));
     logging::log_to_file(&log).with_context(|| format!("opening the log {}", log.display()))?;
+    let prepared = koma_pipeline::prepare(&options).inspect_err(|e| tracing::error!("{e}"))?;
     tracing::info!(
         "koma pipeline {} {} with {}",
         if prepared.resumed { "resumes" } else { "starts" },
