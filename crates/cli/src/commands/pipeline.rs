@@ -220,16 +220,23 @@ impl Status {
 }
 
 /// Draws train-loss.png, train-accuracy.png and elo.png into the run directory with the
-/// project's Python (`KOMA_PYTHON`, else `python3`); returns the files written.
+/// project's Python (`KOMA_PYTHON`, else the bootstrap venv's, else `python3`); returns the files
+/// written.
 fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
     const SCRIPT: &str = include_str!("../../../../python/koma/plot.py");
-    let python = std::env::var("KOMA_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = std::env::var("KOMA_PYTHON")
+        .or_else(|_| std::env::var("KOMA_VENV").map(|venv| format!("{venv}/bin/python")))
+        .unwrap_or_else(|_| "python3".into());
     let output = std::process::Command::new(&python)
         .args(["-c", SCRIPT])
         .arg(run)
         .output()
         .with_context(|| format!("running {python} for the plots"))?;
-    anyhow::ensure!(output.status.success(), "the plot script failed: {}", String::from_utf8_lossy(&output.stderr).trim());
+    anyhow::ensure!(
+        output.status.success(),
+        "the plot script failed with {python} (run koma through scripts/koma, or set KOMA_PYTHON to a python with matplotlib): {}",
+        String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("")
+    );
     Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
 }
 
