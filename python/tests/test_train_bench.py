@@ -5,6 +5,8 @@ import os
 import sys
 
 import numpy as np
+import pytest
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from koma import bench_train  # noqa: E402
@@ -38,7 +40,13 @@ def test_random_batch_runs_sgd_and_adamw():
     assert out["samples_per_second"] > 0
 
 
-def test_reads_the_batch_files_koma_writes(tmp_path, capsys):
+def test_channels_last_recipe_runs():
+    out = bench_train.bench(spec(channels_last=True), bench_train.random_batch(4))
+    assert out["steps"] >= 2 and len(out["times"]) == out["steps"]
+
+
+@pytest.mark.parametrize("with_weights", [False, True])
+def test_reads_the_batch_files_koma_writes(tmp_path, capsys, with_weights):
     n = 3
     rng = np.random.default_rng(0)
     (rng.random((n, 62, 9, 9)) < 0.1).astype(np.uint8).tofile(tmp_path / "input1.u8")
@@ -47,6 +55,13 @@ def test_reads_the_batch_files_koma_writes(tmp_path, capsys):
     policy[:, 5] = 1.0
     policy.tofile(tmp_path / "policy.f32")
     np.full((n, 3), 1 / 3, "<f4").tofile(tmp_path / "value.f32")
+    if with_weights:
+        np.array([1.0, 0.0, 1.0], "<f4").tofile(tmp_path / "policy_weight.f32")
+        np.ones(n, "<f4").tofile(tmp_path / "value_weight.f32")
+        np.array([0, 1, 2], "<i8").tofile(tmp_path / "result_class.i64")
+    batch = bench_train.load_batch({"batch_size": n, "data_dir": str(tmp_path)})
+    assert batch[4].tolist() == ([1.0, 0.0, 1.0] if with_weights else [1.0] * n)
+    assert batch[6].dtype == torch.int64
     s = spec(batch_size=n, data_dir=str(tmp_path))
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(s))

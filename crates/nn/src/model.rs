@@ -16,6 +16,12 @@
 //! also `blocks.I.conv1g.weight`, `blocks.I.bn1g.*`, `blocks.I.gpool_fc.weight`;
 //! `policy.conv.weight`, `policy.bn.*`, `policy.out.weight`, `policy.bias`,
 //! `value.conv.weight`, `value.bn.*`, `value.fc1.{weight,bias}`, `value.fc2.{weight,bias}`.
+//!
+//! Memory format: [`Net::forward_t`] takes inputs in either layout. Inputs in channels-last
+//! (NHWC strides, see [`to_channels_last`]) make every activation channels-last, which oneDNN's
+//! CPU convolutions run about 15% faster (the trainer's `memory_format`, docs/training.md); the
+//! weights stay in the standard contiguous layout either way, so checkpoints are unaffected. The
+//! result is the same up to float rounding (a different summation order inside the kernels).
 
 use tch::nn::{self, Module, ModuleT};
 use tch::{Kind, Tensor};
@@ -191,11 +197,29 @@ impl Net {
             x = block.forward(a, &x, train);
         }
         let p = act(a, &self.policy_bn.forward_t(&self.policy_conv.forward(&x), train));
-        let policy = self.policy_out.forward(&p).view([n, MOVE_LABELS as i64]) + &self.policy_bias;
+        // `reshape`, not `view`: channels-last activations are not viewable as (N, 27·81); the
+        // copy (NCHW order, as PyTorch's `flatten`) is what `flatten` does for them too.
+        let policy = self.policy_out.forward(&p).reshape([n, MOVE_LABELS as i64]) + &self.policy_bias;
         let v = act(a, &self.value_bn.forward_t(&self.value_conv.forward(&x), train));
         let v = act(a, &self.value_fc1.forward(&v.flatten(1, -1)));
         let value = self.value_fc2.forward(&v);
         (policy, value)
+    }
+}
+
+/// The same `(N, C, H, W)` tensor with channels-last strides (PyTorch's
+/// `x.contiguous(memory_format=torch.channels_last)`; tch has no memory-format argument). A copy
+/// unless it is channels-last already.
+pub fn to_channels_last(x: &Tensor) -> Tensor {
+    x.permute([0, 2, 3, 1]).contiguous().permute([0, 3, 1, 2])
+}
+
+/// Whether a 4-d tensor has channels-last strides (C innermost).
+pub fn is_channels_last(x: &Tensor) -> bool {
+    let (size, stride) = (x.size(), x.stride());
+    size.len() == 4 && {
+        let (c, h, w) = (size[1], size[2], size[3]);
+        (c == 1 || stride[1] == 1) && (w == 1 || stride[3] == c) && (h == 1 || stride[2] == c * w)
     }
 }
 
@@ -288,6 +312,53 @@ mod tests {
             // Training mode runs too (batch statistics).
             let (p, _) = net.forward_t(&in1, &in2, true);
             assert_eq!(p.size(), vec![4, MOVE_LABELS as i64]);
+        }
+    }
+
+    /// Channels-last inputs: every activation channels-last (the speed-up), the same outputs and
+    /// gradients as contiguous inputs up to float rounding, and the weights left contiguous.
+    #[test]
+    fn channels_last_inputs_match_contiguous() {
+        for config in all_variants() {
+            let vs = nn::VarStore::new(Device::Cpu);
+            let net = Net::new(&vs.root(), &config);
+            randomize(&vs, 7);
+            tch::manual_seed(3);
+            let in1 =
+                Tensor::rand([6, FEATURES1_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.8).to_kind(Kind::Float);
+            let in2 =
+                Tensor::rand([6, FEATURES2_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.8).to_kind(Kind::Float);
+            let (cl1, cl2) = (to_channels_last(&in1), to_channels_last(&in2));
+            assert!(is_channels_last(&cl1) && !cl1.is_contiguous() && !is_channels_last(&in1));
+            assert_eq!(
+                Vec::<f32>::try_from(&cl1.flatten(0, -1)).unwrap(),
+                Vec::<f32>::try_from(&in1.flatten(0, -1)).unwrap()
+            );
+            let params = vs.trainable_variables();
+            let run = |a: &Tensor, b: &Tensor, train: bool| {
+                let (p, v) = net.forward_t(a, b, train);
+                let loss = (p.log_softmax(1, Kind::Float).narrow(1, 0, 100).sum(Kind::Float)) * 0.01
+                    + v.square().sum(Kind::Float);
+                let grads = Tensor::run_backward(&[loss], &params, false, false);
+                (p, v, grads)
+            };
+            for train in [false, true] {
+                let (p0, v0, g0) = run(&in1, &in2, train);
+                let (p1, v1, g1) = run(&cl1, &cl2, train);
+                let close = |a: &Tensor, b: &Tensor, what: &str| {
+                    let diff = (a - b).abs().max().double_value(&[]);
+                    let scale = a.abs().max().double_value(&[]).max(1.0);
+                    assert!(diff <= 1e-4 * scale, "{} {what}: {diff} (scale {scale})", config.describe());
+                };
+                close(&p0, &p1, "policy");
+                close(&v0, &v1, "value");
+                for (a, b) in g0.iter().zip(&g1) {
+                    close(a, &b.contiguous(), "gradient");
+                }
+            }
+            for t in vs.variables().values() {
+                assert!(t.is_contiguous(), "weights stay contiguous");
+            }
         }
     }
 

@@ -98,14 +98,24 @@ impl HostBatch {
         batch
     }
 
-    /// The batch as tensors on `device` (features as f32).
+    /// The batch as tensors on `device` (features as f32, contiguous NCHW).
     pub fn to_device(&self, device: Device) -> DeviceBatch {
+        self.to_device_as(device, false)
+    }
+
+    /// The batch as tensors on `device`, the features as f32 in channels-last layout when
+    /// `channels_last` (converted as bytes, before the cast to f32 and the upload).
+    pub fn to_device_as(&self, device: Device, channels_last: bool) -> DeviceBatch {
         let n = self.len() as i64;
         let up = |t: Tensor| if device == Device::Cpu { t } else { t.to_device(device) };
-        let input1 =
-            up(Tensor::from_slice(self.inputs.input1()).view([n, FEATURES1_NUM as i64, 9, 9])).to_kind(Kind::Float);
-        let input2 =
-            up(Tensor::from_slice(self.inputs.input2()).view([n, FEATURES2_NUM as i64, 9, 9])).to_kind(Kind::Float);
+        let features = |bytes: &[u8], c: usize| {
+            let t = Tensor::from_slice(bytes).view([n, c as i64, 9, 9]);
+            let t = if channels_last { koma_nn::model::to_channels_last(&t) } else { t };
+            // `to_kind` and `to_device` keep the strides.
+            up(t).to_kind(Kind::Float)
+        };
+        let input1 = features(self.inputs.input1(), FEATURES1_NUM);
+        let input2 = features(self.inputs.input2(), FEATURES2_NUM);
         DeviceBatch {
             input1,
             input2,
@@ -240,6 +250,20 @@ mod tests {
         let config = LossConfig { policy_full_search_only: true, ..config };
         let b2 = HostBatch::from_samples(&[sample(&pos, vec![(wmoves[0], 1.0)], 0, 0)], &config);
         assert_eq!(b2.policy_weight, vec![0.0]);
+    }
+
+    #[test]
+    fn channels_last_batch_has_the_same_values() {
+        let samples = crate::synth::random_samples(5, 9, crate::synth::SynthPolicy::Random);
+        let b = HostBatch::from_samples(&samples, &LossConfig::default());
+        let plain = b.to_device(Device::Cpu);
+        let cl = b.to_device_as(Device::Cpu, true);
+        for (p, c) in [(&plain.input1, &cl.input1), (&plain.input2, &cl.input2)] {
+            assert!(p.is_contiguous() && koma_nn::model::is_channels_last(c) && !c.is_contiguous());
+            assert_eq!(c.kind(), Kind::Float);
+            assert!(p.equal(c));
+        }
+        assert!(plain.policy.equal(&cl.policy));
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub struct TrainConfig {
     pub precision: Precision,
     /// libtorch intra-op threads (process-wide; default: libtorch's choice).
     pub threads: Option<usize>,
+    /// Layout of the activations: `auto` (channels-last on the CPU, contiguous on CUDA),
+    /// `channels_last` or `contiguous`. Weights and checkpoints keep the standard layout.
+    pub memory_format: MemoryFormat,
     /// Batches the loader thread prepares ahead of the optimiser.
     pub prefetch_batches: usize,
     pub optimizer: OptimizerConfig,
@@ -49,6 +52,7 @@ impl Default for TrainConfig {
             device: "auto".into(),
             precision: Precision::Auto,
             threads: None,
+            memory_format: MemoryFormat::Auto,
             prefetch_batches: 4,
             optimizer: OptimizerConfig::default(),
             lr: LrConfig::default(),
@@ -56,6 +60,52 @@ impl Default for TrainConfig {
             window: WindowConfig::default(),
             loss_scale: LossScaleConfig::default(),
             follow: FollowConfig::default(),
+        }
+    }
+}
+
+/// Memory format of the network's activations during training (`train.memory_format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryFormat {
+    /// Channels-last on the CPU (oneDNN's convolutions are ~15% faster in training there);
+    /// contiguous on CUDA (not measured there yet).
+    #[default]
+    Auto,
+    /// NHWC strides (PyTorch's `torch.channels_last`): the inputs are converted, every
+    /// activation follows.
+    ChannelsLast,
+    /// The standard NCHW layout.
+    Contiguous,
+}
+
+impl MemoryFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryFormat::Auto => "auto",
+            MemoryFormat::ChannelsLast => "channels_last",
+            MemoryFormat::Contiguous => "contiguous",
+        }
+    }
+
+    /// Whether training on `device` uses channels-last activations.
+    pub fn channels_last_on(self, device: tch::Device) -> bool {
+        match self {
+            MemoryFormat::Auto => device == tch::Device::Cpu,
+            MemoryFormat::ChannelsLast => true,
+            MemoryFormat::Contiguous => false,
+        }
+    }
+}
+
+impl std::str::FromStr for MemoryFormat {
+    type Err = TrainError;
+    fn from_str(s: &str) -> Result<MemoryFormat> {
+        match s {
+            "auto" => Ok(MemoryFormat::Auto),
+            "channels_last" | "channels-last" => Ok(MemoryFormat::ChannelsLast),
+            "contiguous" => Ok(MemoryFormat::Contiguous),
+            _ => Err(TrainError::Config(format!("memory format {s:?}: expected auto, channels_last or contiguous"))),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `koma bench train`: training samples per second at batch 256 for the tiny and standard
 //! networks, koma's trainer against the identical network and batch in plain PyTorch
-//! (python/koma/bench_train.py) in the same run; the ratio must be at least 1. See
-//! koma_train::bench.
+//! (python/koma/bench_train.py) in the same run, in PyTorch's default layout (the ratio, which
+//! must be at least 1) and with PyTorch's channels-last recipe. See koma_train::bench.
 
 use anyhow::Result;
 use koma_nn::{ModelConfig, Precision};
@@ -23,8 +23,9 @@ pub struct Args {
     seconds: f64,
     #[arg(long, default_value_t = 2)]
     min_steps: usize,
-    /// Alternate koma and PyTorch this many times, keeping the best of each.
-    #[arg(long, default_value_t = 2)]
+    /// Alternate koma and PyTorch this many times (the order rotating), keeping the fastest and
+    /// median step of each over all rounds.
+    #[arg(long, default_value_t = 3)]
     rounds: usize,
     /// Python with torch for the reference.
     #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
@@ -32,6 +33,12 @@ pub struct Args {
     /// Skip the PyTorch reference (no ratio).
     #[arg(long)]
     no_pytorch: bool,
+    /// Skip PyTorch's channels-last variant (the default-layout reference still runs).
+    #[arg(long)]
+    no_pytorch_channels_last: bool,
+    /// koma's activation layout: auto (channels-last on the CPU), channels_last or contiguous.
+    #[arg(long, default_value = "auto")]
+    memory_format: String,
     /// Also measure `koma train` end to end (shards in a temporary directory, loader thread).
     #[arg(long)]
     end_to_end: bool,
@@ -53,6 +60,7 @@ pub fn run(args: Args) -> Result<()> {
         device: args.device.clone(),
         precision: args.precision.parse::<Precision>()?,
         threads: args.threads,
+        memory_format: args.memory_format.parse()?,
         batch_size: args.batch_size,
         ..TrainConfig::default()
     };
@@ -64,6 +72,7 @@ pub fn run(args: Args) -> Result<()> {
         min_steps: args.min_steps,
         rounds: args.rounds,
         python: (!args.no_pytorch).then(|| args.python.clone()),
+        pytorch_channels_last: !args.no_pytorch_channels_last,
         end_to_end: args.end_to_end,
         config,
     };
@@ -77,17 +86,31 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "device {} ({}), {} threads, batch {}",
-            report.device, report.precision, report.threads, args.batch_size
+            "device {} ({}), {} threads, batch {}, koma {}, {} rounds",
+            report.device, report.precision, report.threads, args.batch_size, report.memory_format, report.rounds
         );
+        let sps = |f: Option<&koma_train::bench::Figures>| {
+            f.map(|f| format!("{:.1} / {:.1}", f.samples_per_second, f.median_samples_per_second))
+                .unwrap_or_else(|| "-".into())
+        };
+        let ratio = |r: Option<f64>, m: Option<f64>, c: Option<f64>| match (r, m) {
+            (Some(r), Some(m)) => {
+                format!("{r:.3} / {m:.3} / {}", c.map(|c| format!("{c:.3}")).unwrap_or_else(|| "-".into()))
+            }
+            _ => "-".into(),
+        };
+        println!("samples/s: fastest step / median step; ratios: fastest / median / median CPU time");
         for n in &report.nets {
-            let py = n.pytorch.as_ref().map(|p| format!("{:.1}", p.samples_per_second)).unwrap_or_else(|| "-".into());
-            let ratio = n.ratio.map(|r| format!("{r:.3}")).unwrap_or_else(|| "-".into());
+            let cl = n.pytorch_channels_last.as_ref();
             println!(
-                "{:>10} ({}): koma {:.1} samples/s, pytorch {py} samples/s, ratio {ratio}{}",
+                "{:>10} ({}): koma {}, pytorch {} (ratio {}), pytorch channels-last {} (ratio {}){}",
                 n.name,
                 n.describe,
-                n.koma.samples_per_second,
+                sps(Some(&n.koma)),
+                sps(n.pytorch.as_ref()),
+                ratio(n.ratio, n.ratio_median, n.ratio_cpu),
+                sps(cl.map(|r| &r.figures)),
+                ratio(cl.map(|r| r.ratio), cl.map(|r| r.ratio_median), cl.and_then(|r| r.ratio_cpu)),
                 n.end_to_end
                     .as_ref()
                     .map(|e| format!(", end to end {:.1} samples/s", e.samples_per_second))
