@@ -31,7 +31,7 @@ pub struct MatchConfig {
     pub sprt: Option<Sprt>,
     /// JSONL file the results are appended to.
     pub results: Option<PathBuf>,
-    /// Directory each game is saved to as UTF-8 KIF (`pair-NNNNN-black-NAME.kifu`).
+    /// Directory each game is saved to as UTF-8 KIF (`BLACK-vs-WHITE-pair-NNNNN.kifu`).
     pub records: Option<PathBuf>,
     /// Set to end the match early: games in progress finish, no new ones start.
     pub cancel: Option<Arc<AtomicBool>>,
@@ -95,6 +95,22 @@ impl MatchState {
             self.games.elo()
         }
     }
+}
+
+/// Saves a game's KIF as `DIR/BLACK-vs-WHITE-pair-NNNNN.kifu` (`-2`, `-3`, … when that name is
+/// taken: a self-match, or the same pairing in another match), written under a temporary name and
+/// renamed, never overwriting an earlier game.
+fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), String> {
+    let (black, white) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
+    let safe = |name: &str| -> String { name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect() };
+    let stem = format!("{}-vs-{}-pair-{:05}", safe(black), safe(white), g.pair);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = (1..)
+        .map(|k| dir.join(if k == 1 { format!("{stem}.kifu") } else { format!("{stem}-{k}.kifu") }))
+        .find(|p| !p.exists())
+        .expect("some name is free");
+    let tmp = path.with_extension("kifu.tmp");
+    std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The game as a KIF record with player names and result.
@@ -224,13 +240,9 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                 }
             }
             if let Some(dir) = &config.records {
-                let (black, _) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
-                let safe: String = black.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-                let path = dir.join(format!("pair-{:05}-black-{safe}.kifu", g.pair));
-                let written = kif_record(&g, &state.a_name, &state.b_name)
-                    .and_then(|text| std::fs::create_dir_all(dir).and_then(|_| std::fs::write(&path, text)).map_err(|e| e.to_string()));
+                let written = kif_record(&g, &state.a_name, &state.b_name).and_then(|text| save_record(dir, &g, &state, &text));
                 if let Err(e) = written {
-                    tracing::warn!("could not save {}: {e}", path.display());
+                    tracing::warn!("could not save a game record under {}: {e}", dir.display());
                 }
             }
             on_game(&g, &state);
