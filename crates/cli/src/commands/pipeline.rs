@@ -224,6 +224,11 @@ impl Status {
 /// written.
 fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
     const SCRIPT: &str = include_str!("../../../../python/koma/plot.py");
+    let metrics = run.join("train/metrics.jsonl");
+    if std::fs::metadata(&metrics).map(|m| m.len() == 0).unwrap_or(true) {
+        tracing::info!("no training metrics yet: no plots");
+        return Ok(Vec::new());
+    }
     let python = std::env::var("KOMA_PYTHON")
         .or_else(|_| std::env::var("KOMA_VENV").map(|venv| format!("{venv}/bin/python")))
         .unwrap_or_else(|_| "python3".into());
@@ -232,11 +237,13 @@ fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
         .arg(run)
         .output()
         .with_context(|| format!("running {python} for the plots"))?;
-    anyhow::ensure!(
-        output.status.success(),
-        "the plot script failed with {python} (run koma through scripts/koma, or set KOMA_PYTHON to a python with matplotlib): {}",
-        String::from_utf8_lossy(&output.stderr).trim().lines().last().unwrap_or("")
-    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let hint = if stderr.contains("ModuleNotFoundError") {
+        " (run koma through scripts/koma, or set KOMA_PYTHON to a python with matplotlib)"
+    } else {
+        ""
+    };
+    anyhow::ensure!(output.status.success(), "the plot script failed with {python}{hint}: {}", stderr.trim().lines().last().unwrap_or(""));
     Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
 }
 
