@@ -163,6 +163,18 @@ pub struct ShardReader {
     datasets: Vec<hdf5::Dataset>,
 }
 
+/// The sample columns of a read, row k for the k-th sample asked for (policy entries in CSR order).
+struct Columns {
+    position: Vec<[u8; PACKED_BYTES]>,
+    moves: Vec<u16>,
+    root_wdl: Vec<[f32; 3]>,
+    result: Vec<i8>,
+    ply: Vec<u16>,
+    flags: Vec<u8>,
+    policy_move: Vec<u16>,
+    policy_weight: Vec<u16>,
+}
+
 impl ShardReader {
     pub fn open(path: &Path) -> Result<ShardReader> {
         let err = h5(path);
@@ -264,30 +276,37 @@ impl ShardReader {
         let entries: Vec<usize> = indices.iter().flat_map(|&i| self.offsets[i] as usize..self.offsets[i + 1] as usize).collect();
         let policy_move: Vec<u16> = self.points("policy_move", &entries)?;
         let policy_weight: Vec<u16> = self.points("policy_weight", &entries)?;
+        let columns = Columns { position, moves, root_wdl, result, ply, flags, policy_move, policy_weight };
+        self.assemble(indices.iter().copied(), columns)
+    }
+
+    /// Builds the samples `indices` (in order) from their columns as read; each sample's policy
+    /// entries follow the previous one's in `policy_move`/`policy_weight`.
+    fn assemble(&self, indices: impl ExactSizeIterator<Item = usize>, c: Columns) -> Result<Vec<Sample>> {
         let mut cursor = 0;
         let mut out = Vec::with_capacity(indices.len());
-        for (k, &i) in indices.iter().enumerate() {
+        for (k, i) in indices.enumerate() {
             let len = (self.offsets[i + 1] - self.offsets[i]) as usize;
             let bad = |message: String| DataError::BadSample { path: self.path.clone(), index: i, message };
-            let total: f32 = policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
+            let total: f32 = c.policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
             let mut policy = Vec::with_capacity(len);
             for j in cursor..cursor + len {
-                let m = Move::from_u16(policy_move[j]).ok_or_else(|| bad(format!("policy move code {}", policy_move[j])))?;
-                policy.push((m, if total > 0.0 { policy_weight[j] as f32 / total } else { 0.0 }));
+                let m = Move::from_u16(c.policy_move[j]).ok_or_else(|| bad(format!("policy move code {}", c.policy_move[j])))?;
+                policy.push((m, if total > 0.0 { c.policy_weight[j] as f32 / total } else { 0.0 }));
             }
             cursor += len;
-            let played = match moves[k] {
+            let played = match c.moves[k] {
                 0 => None,
                 code => Some(Move::from_u16(code).ok_or_else(|| bad(format!("move code {code}")))?),
             };
             out.push(Sample {
-                position: PackedPosition(position[k]),
+                position: PackedPosition(c.position[k]),
                 played,
                 policy,
-                root_wdl: root_wdl[k],
-                result: result[k],
-                ply: ply[k],
-                flags: flags[k],
+                root_wdl: c.root_wdl[k],
+                result: c.result[k],
+                ply: c.ply[k],
+                flags: c.flags[k],
             });
         }
         Ok(out)
@@ -329,35 +348,11 @@ impl ShardReader {
         let result: Vec<i8> = self.slice("result", range.clone())?;
         let ply: Vec<u16> = self.slice("ply", range.clone())?;
         let flags: Vec<u8> = self.slice("flags", range.clone())?;
-        let first = self.offsets[range.start] as usize;
-        let entries = first..self.offsets[range.end] as usize;
+        let entries = self.offsets[range.start] as usize..self.offsets[range.end] as usize;
         let policy_move: Vec<u16> = self.slice("policy_move", entries.clone())?;
         let policy_weight: Vec<u16> = self.slice("policy_weight", entries)?;
-        let mut out = Vec::with_capacity(range.len());
-        for (k, i) in range.enumerate() {
-            let bad = |message: String| DataError::BadSample { path: self.path.clone(), index: i, message };
-            let rows = self.offsets[i] as usize - first..self.offsets[i + 1] as usize - first;
-            let total: f32 = policy_weight[rows.clone()].iter().map(|&w| w as f32).sum();
-            let mut policy = Vec::with_capacity(rows.len());
-            for j in rows {
-                let m = Move::from_u16(policy_move[j]).ok_or_else(|| bad(format!("policy move code {}", policy_move[j])))?;
-                policy.push((m, if total > 0.0 { policy_weight[j] as f32 / total } else { 0.0 }));
-            }
-            let played = match moves[k] {
-                0 => None,
-                code => Some(Move::from_u16(code).ok_or_else(|| bad(format!("move code {code}")))?),
-            };
-            out.push(Sample {
-                position: PackedPosition(position[k]),
-                played,
-                policy,
-                root_wdl: root_wdl[k],
-                result: result[k],
-                ply: ply[k],
-                flags: flags[k],
-            });
-        }
-        Ok(out)
+        let columns = Columns { position, moves, root_wdl, result, ply, flags, policy_move, policy_weight };
+        self.assemble(range, columns)
     }
 
     /// Game-level metadata.
