@@ -27,6 +27,11 @@ fn small_model() -> ModelConfig {
     }
 }
 
+/// The smallest network the tests that only exercise the machinery train.
+fn micro_model() -> ModelConfig {
+    ModelConfig { blocks: 1, channels: 8, policy_channels: 4, value_channels: 2, value_hidden: 8, ..ModelConfig::tiny() }
+}
+
 fn write_games(dir: &Path, games: usize, seed: u64, policy: SynthPolicy, per_shard: usize, prefix: &str) {
     std::fs::create_dir_all(dir).unwrap();
     for (i, chunk) in random_games(games, seed, policy).chunks(per_shard).enumerate() {
@@ -140,14 +145,7 @@ fn half_precision_paths_run_on_the_cpu() {
         config.log_every = 2;
         config.loss_scale.init = 1024.0;
         config.loss_scale.growth_interval = 3;
-        let model = ModelConfig {
-            blocks: 1,
-            channels: 8,
-            policy_channels: 4,
-            value_channels: 2,
-            value_hidden: 8,
-            ..ModelConfig::tiny()
-        };
+        let model = micro_model();
         let mut options = TrainOptions::new(
             RunPaths::new(run.clone(), shards.clone()),
             Some(ModelInit::Fresh(model)),
@@ -204,14 +202,7 @@ fn follow_waits_for_data_and_for_the_ratio() {
     config.follow.samples_per_new_sample = 1.0;
     config.follow.poll_seconds = 0.05;
     config.follow.refresh_every_batches = 1;
-    let model = ModelConfig {
-        blocks: 1,
-        channels: 8,
-        policy_channels: 4,
-        value_channels: 2,
-        value_hidden: 8,
-        ..ModelConfig::tiny()
-    };
+    let model = micro_model();
     let mut options = TrainOptions::new(RunPaths::resolve(&run, None), Some(ModelInit::Fresh(model)), None, config);
     options.follow = true;
     options.resume = ResumeMode::IfPresent;
