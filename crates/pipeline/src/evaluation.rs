@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{opening_suite_text, PipelineConfig};
 use crate::error::{PipelineError, Result};
 use crate::events::{Event, MatchSummary};
-use crate::players::{budget_label, checkpoint_factory, reference_factory};
+use crate::players::{checkpoint_factory, checkpoint_player_name, reference_factory};
 use crate::run_dir::{ModelRef, RunDir};
 
 /// One side of a match.
@@ -115,11 +115,6 @@ pub struct Report {
     pub cancelled: bool,
 }
 
-/// The name a checkpoint plays under at `simulations`.
-fn player_name(model: &ModelRef, simulations: u32) -> String {
-    format!("{}@{}", model.name(), budget_label(Budget::Simulations(simulations)))
-}
-
 /// Fits ratings over `RUN/arena/results.jsonl` anchored at model 0 and writes `arena/ratings.json`.
 pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<RatingPoint>> {
     let results = run.arena_results();
@@ -128,7 +123,7 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
     }
     let games = read_results(&results).map_err(|message| PipelineError::Run { path: results.clone(), message })?;
     let anchor = match run.model_zero()? {
-        Some(m0) => player_name(&m0, config.arena.simulations),
+        Some(m0) => checkpoint_player_name(&m0.path, Budget::Simulations(config.arena.simulations)),
         None => String::new(),
     };
     let ratings: Vec<RatingPoint> = fit(&games, &anchor)

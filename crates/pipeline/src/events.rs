@@ -18,6 +18,28 @@ pub struct SelfPlayStatus {
     pub model: String,
 }
 
+impl SelfPlayStatus {
+    /// `812 games (67.3/min) · 40212 samples · 96 moves/s · 2210 evals/s · avg 118 plies · B 371
+    /// W 366 D 75 · model-00000900`: the status line of self-play.
+    pub fn line(&self) -> String {
+        let secs = self.seconds.max(1e-9);
+        let st = &self.stats;
+        format!(
+            "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
+            st.games,
+            st.games as f64 * 60.0 / secs,
+            st.samples,
+            self.moves as f64 / secs,
+            self.evaluations as f64 / secs,
+            st.average_length(),
+            st.black_wins,
+            st.white_wins,
+            st.draws,
+            self.model
+        )
+    }
+}
+
 /// One finished match (gating, an evaluation during the run, or part of the report).
 #[derive(Clone, Debug, Serialize)]
 pub struct MatchSummary {

@@ -47,6 +47,8 @@ pub struct Prepared {
     pub config_origin: String,
     /// Set when --resume came with a --config different from the run's: the old one kept here.
     pub replaced_config: Option<PathBuf>,
+    /// The untrained network the trainer starts from and the report measures against.
+    pub model_zero: ModelRef,
 }
 
 /// Why the pipeline stopped.
@@ -106,8 +108,8 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         (config, origin, None)
     };
     run.make_dirs()?;
-    ensure_model_zero(&run, &config)?;
-    Ok(Prepared { run, config, resumed: options.resume, config_origin, replaced_config })
+    let model_zero = ensure_model_zero(&run, &config)?;
+    Ok(Prepared { run, config, resumed: options.resume, config_origin, replaced_config, model_zero })
 }
 
 /// Writes `models/model-00000000` (the untrained network, from `[run] seed`) unless the run
@@ -132,10 +134,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let minutes = options.minutes.unwrap_or(config.run.minutes);
     let steps = options.steps.unwrap_or(config.run.steps);
     let deadline = (minutes > 0.0).then(|| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
-    let model_zero = ensure_model_zero(run, config)?;
+    let model_zero = &prepared.model_zero;
     if config.gating.enabled {
         if !run.has_current() {
-            run.set_current(&model_zero)?;
+            run.set_current(model_zero)?;
         }
     } else {
         run.clear_current()?;

@@ -55,11 +55,16 @@ pub fn reference_factory(spec: &str, default_simulations: u32, rules: GameRules)
     }
 }
 
-/// A checkpoint searched with MCTS, named `model-STEP@BUDGET`. All games of the factory share one
-/// inference thread, so the leaves of concurrent games merge into its batches.
+/// The name a checkpoint plays under: `model-STEP@BUDGET` (what results and ratings record).
+pub fn checkpoint_player_name(path: &Path, budget: Budget) -> String {
+    format!("{}@{}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), budget_label(budget))
+}
+
+/// A checkpoint searched with MCTS, named by [`checkpoint_player_name`]. All games of the
+/// factory share one inference thread, so the leaves of concurrent games merge into its batches.
 pub fn checkpoint_factory(path: &Path, budget: Budget, rules: GameRules, options: &RunOptions) -> Result<PlayerFactory> {
     let network = Network::load(path, options)?;
-    let label = format!("{}@{}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), budget_label(budget));
+    let label = checkpoint_player_name(path, budget);
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
     let server = Arc::new(InferenceServer::spawn(slot, 1024));
     Ok(Arc::new(move |seed| {

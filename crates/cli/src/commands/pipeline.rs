@@ -108,23 +108,7 @@ impl Status {
     fn apply(&mut self, event: Event) {
         match event {
             Event::SelfPlayWaiting => self.selfplay.set_message("waiting for a model in models/"),
-            Event::SelfPlay(s) => {
-                let secs = s.seconds.max(1e-9);
-                let st = &s.stats;
-                self.selfplay.set_message(format!(
-                    "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
-                    st.games,
-                    st.games as f64 * 60.0 / secs,
-                    st.samples,
-                    s.moves as f64 / secs,
-                    s.evaluations as f64 / secs,
-                    st.average_length(),
-                    st.black_wins,
-                    st.white_wins,
-                    st.draws,
-                    s.model
-                ));
-            }
+            Event::SelfPlay(s) => self.selfplay.set_message(s.line()),
             Event::ModelSwitched { model } => {
                 tracing::info!("self-play now plays with {model}");
                 self.model = model;

@@ -85,14 +85,7 @@ fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
         let worker = scope.spawn(|| koma_pipeline::selfplay_stage::run_selfplay(&run, &config, &prefix, stop.clone(), &sender));
         while !worker.is_finished() || !events.is_empty() {
             match events.recv_timeout(Duration::from_millis(250)) {
-                Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(format!(
-                    "{} games · {} samples · {:.0} evals/s · avg {:.0} plies · {}",
-                    s.stats.games,
-                    s.stats.samples,
-                    s.evaluations as f64 / s.seconds.max(1e-9),
-                    s.stats.average_length(),
-                    s.model
-                )),
+                Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(s.line()),
                 Ok(koma_pipeline::Event::ModelSwitched { model }) => {
                     tracing::info!("self-play plays with {model}");
                 }
