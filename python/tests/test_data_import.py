@@ -26,6 +26,7 @@ import pytest
 cshogi = pytest.importorskip("cshogi")
 import cshogi.CSA  # noqa: E402
 import cshogi.KIF  # noqa: E402
+from cshogi_games import HANDICAPS as ALL_STARTS, play  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from koma.data import FULL_SEARCH, IMPORTED, PLY_UNKNOWN, read_dir  # noqa: E402
@@ -35,14 +36,7 @@ EVAL_SCALE = 756.0864962951762
 BLACK, WHITE = 0, 1
 
 # Starts cshogi's KIF exporter names (手合割) and koma reads: name → SFEN.
-HANDICAPS = {
-    "平手": "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
-    "香落ち": "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "角落ち": "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "飛車落ち": "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "二枚落ち": "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "六枚落ち": "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-}
+HANDICAPS = {name: ALL_STARTS[name] for name in ("平手", "香落ち", "角落ち", "飛車落ち", "二枚落ち", "六枚落ち")}
 NAMES = list(HANDICAPS)
 
 # CSA endings: winner as a function of the side to move (None: draw), koma's end reason.
@@ -67,38 +61,20 @@ def normalize(sfen: str) -> str:
     return " ".join(cshogi.Board(sfen).sfen().split()[:3])
 
 
-def play(board, rng: random.Random, plies: int):
-    moves = []
-    for _ in range(plies):
-        if board.is_game_over():
-            break
-        if rng.random() < 0.2 and not board.is_check():
-            mate = board.mate_move_in_1ply()
-            if mate:
-                board.push(mate)
-                moves.append(mate)
-                continue
-        legal = list(board.legal_moves)
-        lively = [m for m in legal if cshogi.move_is_drop(m) or cshogi.move_is_promotion(m) or cshogi.move_cap(m)]
-        m = rng.choice(lively) if lively and rng.random() < 0.5 else rng.choice(legal)
-        board.push(m)
-        moves.append(m)
-    return moves
-
 
 class Game:
     def __init__(self, index: int, rng: random.Random):
         self.index = index
         if index % 7 == 6:
             board = cshogi.Board()
-            play(board, rng, rng.randrange(10, 60))
+            play(board, rng, rng.randrange(10, 60), mate_rate=0.2)
             self.name = None
             self.start = " ".join(board.sfen().split()[:3]) + " 1"
         else:
             self.name = NAMES[index % len(NAMES)]
             self.start = HANDICAPS[self.name]
         board = cshogi.Board(self.start)
-        self.moves = play(board, rng, rng.randrange(1, 120))
+        self.moves = play(board, rng, rng.randrange(1, 120), mate_rate=0.2)
         self.usi = [cshogi.move_to_usi(m) for m in self.moves]
         self.stm = board.turn
         self.mated = board.is_game_over()

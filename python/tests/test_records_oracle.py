@@ -30,24 +30,10 @@ cshogi = pytest.importorskip("cshogi")
 import cshogi.CSA  # noqa: E402
 import cshogi.KI2  # noqa: E402
 import cshogi.KIF  # noqa: E402
+from cshogi_games import HANDICAPS, play  # noqa: E402
 
 N_GAMES = int(os.environ.get("KOMA_RECORD_GAMES", "1000"))
 
-# koma's Handicap::ALL: KIF name → start SFEN.
-HANDICAPS = {
-    "平手": "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
-    "香落ち": "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "角落ち": "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "飛車落ち": "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "飛香落ち": "lnsgkgsn1/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "二枚落ち": "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "四枚落ち": "1nsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "六枚落ち": "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "八枚落ち": "3gkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "十枚落ち": "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "歩三兵": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 3p 1",
-    "裸玉": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-}
 NAMES = list(HANDICAPS)
 # Names cshogi's KIF parser knows (its 手合割 table).
 CSHOGI_KIF_NAMES = set(NAMES) - {"歩三兵", "裸玉"}
@@ -135,26 +121,6 @@ class Game:
         head = "startpos" if self.start == HANDICAPS["平手"] else f"sfen {self.start}"
         return f"position {head}" + (" moves " + " ".join(self.usi) if self.usi else "")
 
-
-def play(board, rng: random.Random, plies: int):
-    moves = []
-    for _ in range(plies):
-        if board.is_game_over():
-            break
-        # mate_move_in_1ply assumes the side to move is not in check.
-        if rng.random() < 0.3 and not board.is_check():
-            mate = board.mate_move_in_1ply()
-            if mate:
-                board.push(mate)
-                moves.append(mate)
-                continue
-        legal = list(board.legal_moves)
-        # Prefer captures, promotions and drops now and then: hands, drops, promoted pieces.
-        lively = [m for m in legal if cshogi.move_is_drop(m) or cshogi.move_is_promotion(m) or cshogi.move_cap(m)]
-        m = rng.choice(lively) if lively and rng.random() < 0.5 else rng.choice(legal)
-        board.push(m)
-        moves.append(m)
-    return moves
 
 
 def parse_usi_line(line: str):

@@ -33,6 +33,7 @@ cshogi = pytest.importorskip("cshogi")
 h5py = pytest.importorskip("h5py")
 import cshogi.CSA  # noqa: E402
 import cshogi.KIF  # noqa: E402
+from cshogi_games import HANDICAPS as ALL_STARTS  # noqa: E402
 
 GAMES_PER_RUN = 25
 MAX_PLIES = 120
@@ -61,21 +62,9 @@ sfen k8/9/P8/9/9/3n5/4g4/3P1P3/1R2K4 w - 1
 # Bare kings: sennichite or the move limit.
 sfen 4k4/9/9/9/9/9/9/9/4K4 b - 1
 """
-STARTPOS = "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1"
-# koma's Handicap::ALL after the even game: KIF name → start SFEN.
-HANDICAPS = {
-    "香落ち": "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "角落ち": "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "飛車落ち": "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "飛香落ち": "lnsgkgsn1/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "二枚落ち": "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "四枚落ち": "1nsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "六枚落ち": "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "八枚落ち": "3gkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "十枚落ち": "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-    "歩三兵": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 3p 1",
-    "裸玉": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
-}
+STARTPOS = ALL_STARTS["平手"]
+# koma's handicap starts (Handicap::ALL after the even game): KIF name → start SFEN.
+HANDICAPS = {name: sfen for name, sfen in ALL_STARTS.items() if sfen != STARTPOS}
 OPENING_SFENS = [line[len("sfen "):] for line in OPENINGS.splitlines() if line.startswith("sfen ")]
 # Starts whose KIF form cshogi's KIF parser reads (it knows no board diagrams, 歩三兵 or 裸玉).
 CSHOGI_KIF_STARTS = {STARTPOS} | {s for name, s in HANDICAPS.items() if name not in ("歩三兵", "裸玉")}
