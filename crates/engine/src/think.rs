@@ -364,7 +364,7 @@ impl Job {
                 match selection {
                     Selection::Leaf(id) => leaves.push(id),
                     Selection::Resolved => resolved += 1,
-                    Selection::Busy | Selection::NoMoves => break,
+                    Selection::Collision | Selection::Waiting | Selection::NoMoves => break,
                 }
             }
             stats.seldepth = seldepth;

@@ -36,6 +36,20 @@ impl EvalCache {
         self.slots[i] = Some((hash, evaluation));
     }
 
+    /// Drops every entry (the statistics stay): the evaluations of a replaced network are stale.
+    pub fn clear(&mut self) {
+        self.slots.iter_mut().for_each(|slot| *slot = None);
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.is_some()).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Fraction of lookups that hit.
     pub fn hit_rate(&self) -> f64 {
         if self.lookups == 0 {

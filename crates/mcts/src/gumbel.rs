@@ -1,7 +1,8 @@
 //! The Gumbel AlphaZero root (Danihelka, Guez, Schrittwieser, Silver, ICLR 2022): sample
 //! `considered_actions` root moves without replacement by Gumbel-top-k over the prior logits, spend
 //! the simulation budget on them by sequential halving, keep the best by g + logits + σ(q̂), and
-//! train towards softmax(logits + σ(completed Q)).
+//! train towards the improved policy softmax(logits + σ(completed Q)), whose value is the value
+//! target. Without draws (evaluation) the same schedule is deterministic.
 
 use std::collections::VecDeque;
 
@@ -73,73 +74,88 @@ impl GumbelRoot {
         (self.c_visit + max_visits as f32) * self.c_scale * q_unit
     }
 
-    fn score(&self, a: usize, children: &[RootChild], max_visits: u32) -> f32 {
-        let q = children[a].q.map(unit).unwrap_or(0.0);
-        self.gumbel[a] + self.logits[a] + self.sigma(q, max_visits)
+    /// g + logits + σ(completed q̂) of every root move.
+    fn scores(&self, children: &[RootChild], net_value: f32) -> Vec<f32> {
+        let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
+        let completed = completed_q(&self.logits, children, net_value);
+        (0..children.len()).map(|a| self.gumbel[a] + self.logits[a] + self.sigma(completed[a], max_visits)).collect()
     }
 
     /// The next root move to visit. `None` while the phase's visits are still being evaluated
     /// (`pending` is true) or when the whole budget has been spent.
-    pub(crate) fn next_action(&mut self, children: &[RootChild], pending: bool) -> Option<usize> {
+    pub(crate) fn next_action(&mut self, children: &[RootChild], net_value: f32, pending: bool) -> Option<usize> {
         if let Some(a) = self.queue.pop_front() {
             return Some(a);
         }
         if self.budget_left == 0 || pending {
             return None;
         }
-        let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
+        let scores = self.scores(children, net_value);
         let mut ranked = self.remaining.clone();
-        ranked.sort_by(|&a, &b| self.score(b, children, max_visits).total_cmp(&self.score(a, children, max_visits)));
+        ranked.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
         ranked.truncate(ranked.len().div_ceil(2).max(1));
         self.remaining = ranked;
         self.plan_phase();
         self.queue.pop_front()
     }
 
-    pub(crate) fn finished(&self) -> bool {
-        self.queue.is_empty() && self.budget_left == 0
+    /// Puts back a visit that `next_action` handed out but the walk could not make.
+    pub(crate) fn reschedule(&mut self, action: usize) {
+        self.queue.push_front(action);
     }
 
-    /// The move to play: the best remaining move by g + logits + σ(q̂).
-    pub(crate) fn best_action(&self, children: &[RootChild]) -> usize {
-        let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
-        self.remaining
-            .iter()
-            .copied()
-            .max_by(|&a, &b| self.score(a, children, max_visits).total_cmp(&self.score(b, children, max_visits)))
-            .unwrap_or(0)
+    /// The move to play: the best remaining move by g + logits + σ(completed q̂).
+    pub(crate) fn best_action(&self, children: &[RootChild], net_value: f32) -> usize {
+        let scores = self.scores(children, net_value);
+        self.remaining.iter().copied().max_by(|&a, &b| scores[a].total_cmp(&scores[b])).unwrap_or(0)
     }
 
-    /// softmax(logits + σ(completed q̂)): visited moves use their q̂, the others the mixed value
-    /// v_mix of the paper's appendix D.
-    pub(crate) fn completed_q_policy(&self, children: &[RootChild], root_value: f32) -> Vec<f32> {
-        let priors: Vec<f32> = self.logits.iter().map(|l| l.exp()).collect();
-        let total_visits: u32 = children.iter().map(|c| c.visits).sum();
+    /// The improved policy softmax(logits + σ(completed q̂)): the policy target.
+    pub(crate) fn improved_policy(&self, children: &[RootChild], net_value: f32) -> Vec<f32> {
         let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
-        let (mut visited_prior, mut weighted_q) = (0.0f32, 0.0f32);
-        for (c, p) in children.iter().zip(&priors) {
-            if let (true, Some(q)) = (c.visits > 0, c.q) {
-                visited_prior += p;
-                weighted_q += p * unit(q);
-            }
-        }
-        let v_hat = unit(root_value);
-        let v_mix = if visited_prior > 0.0 {
-            (v_hat + total_visits as f32 / visited_prior * weighted_q) / (1.0 + total_visits as f32)
-        } else {
-            v_hat
-        };
-        let scores: Vec<f32> = children
-            .iter()
-            .zip(&self.logits)
-            .map(|(c, l)| {
-                let q = if c.visits > 0 { c.q.map(unit).unwrap_or(v_mix) } else { v_mix };
-                l + self.sigma(q, max_visits)
-            })
-            .collect();
+        let completed = completed_q(&self.logits, children, net_value);
+        let scores: Vec<f32> = self.logits.iter().zip(&completed).map(|(l, &q)| l + self.sigma(q, max_visits)).collect();
         let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let exps: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
         let sum: f32 = exps.iter().sum();
         exps.iter().map(|e| e / sum).collect()
     }
+
+    /// The value and draw probability of the improved policy, Σ π'(a)·completed(a), in [-1, 1]
+    /// and [0, 1]: the root value of a Gumbel search. The mean over all root visits would count
+    /// sequential halving's forced visits to moves it went on to eliminate.
+    pub(crate) fn improved_value(&self, children: &[RootChild], net_value: f32, net_draw: f32) -> (f32, f32) {
+        let policy = self.improved_policy(children, net_value);
+        let values = completed_q(&self.logits, children, net_value);
+        let draws = completed(&self.logits, children, net_draw, |c| c.draw);
+        let value: f32 = policy.iter().zip(&values).map(|(p, q)| p * q).sum();
+        let draw: f32 = policy.iter().zip(&draws).map(|(p, d)| p * d).sum();
+        (2.0 * value - 1.0, draw.clamp(0.0, 1.0))
+    }
+}
+
+/// Completed q̂ in [0, 1] (the paper's appendix D): a visited move's own mean, the mixed value
+/// v_mix for the others.
+fn completed_q(logits: &[f32], children: &[RootChild], net_value: f32) -> Vec<f32> {
+    completed(logits, children, unit(net_value), |c| c.q.map(unit))
+}
+
+/// Visited moves keep `own`; unvisited ones get v_mix = (v̂ + N / Σ_visited π · Σ_visited π·own)
+/// / (1 + N), where v̂ is the network's estimate for the root and π the prior.
+fn completed(logits: &[f32], children: &[RootChild], network: f32, own: impl Fn(&RootChild) -> Option<f32>) -> Vec<f32> {
+    let total_visits: u32 = children.iter().map(|c| c.visits).sum();
+    let (mut visited_prior, mut weighted) = (0.0f32, 0.0f32);
+    for (c, l) in children.iter().zip(logits) {
+        if let (true, Some(x)) = (c.visits > 0, own(c)) {
+            let p = l.exp();
+            visited_prior += p;
+            weighted += p * x;
+        }
+    }
+    let mixed = if visited_prior > 0.0 {
+        (network + total_visits as f32 / visited_prior * weighted) / (1.0 + total_visits as f32)
+    } else {
+        network
+    };
+    children.iter().map(|c| if c.visits > 0 { own(c).unwrap_or(mixed) } else { mixed }).collect()
 }

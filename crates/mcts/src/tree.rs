@@ -1,6 +1,6 @@
 //! The search tree: nodes and edges in two flat arenas. A node exists only once its move has been
-//! visited; an edge is the move, its prior and the child node's index. A node is 28 bytes and an
-//! edge 12, so a tree of V visited nodes with branching B takes about 28·V + 12·B·V bytes.
+//! visited; an edge is the move, its prior and the child node's index. A node is 36 bytes and an
+//! edge 12, so a tree of V visited nodes with branching B takes about 36·V + 12·B·V bytes.
 //! Reusing a subtree copies it into fresh arenas, which frees everything else at once.
 
 use koma_shogi::Move;
@@ -26,6 +26,10 @@ pub(crate) struct Node {
     pub(crate) value_sum: f32,
     /// Sum of backed-up draw probabilities (the same for both players).
     pub(crate) draw_sum: f32,
+    /// The evaluator's value and draw probability for the side to move here (once expanded):
+    /// a Gumbel root needs them for its completed Q, also after tree reuse made this the root.
+    pub(crate) net_value: f32,
+    pub(crate) net_draw: f32,
     pub(crate) parent: u32,
     pub(crate) first_edge: u32,
     pub(crate) num_edges: u16,
@@ -73,6 +77,8 @@ impl Tree {
             virtual_visits: 0,
             value_sum: 0.0,
             draw_sum: 0.0,
+            net_value: 0.0,
+            net_draw: 0.0,
             parent,
             first_edge,
             num_edges: moves.len() as u16,

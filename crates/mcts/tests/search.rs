@@ -31,7 +31,7 @@ impl Evaluator for PawnPlacement {
 }
 
 fn quiet(config: SearchConfig) -> SearchConfig {
-    SearchConfig { mate_in_one: false, ..config }
+    SearchConfig { mate_plies: 0, ..config }
 }
 
 #[test]
@@ -199,7 +199,8 @@ fn mate_in_one_at_expansion_is_scored_without_the_network() {
     assert!(bad > 0 && bad < moves.len(), "{bad} of {} moves allow mate", moves.len());
     let evaluated = |mate_in_one: bool| {
         let recording = Recording::default();
-        let mut search = Search::new(SearchConfig { mate_in_one, ..SearchConfig::evaluation() }, GameRules::default(), 1);
+        let mate_plies = if mate_in_one { 1 } else { 0 };
+        let mut search = Search::new(SearchConfig { mate_plies, ..SearchConfig::evaluation() }, GameRules::default(), 1);
         let mut pos = root.clone();
         search.run(&mut pos, &recording, 300, 8);
         let positions = recording.0.into_inner().unwrap();

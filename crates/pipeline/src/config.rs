@@ -204,7 +204,7 @@ impl PipelineConfig {
     }
 
     fn validate(&self) -> std::result::Result<(), String> {
-        self.selfplay.rules().map_err(|e| format!("[selfplay] {e}"))?;
+        self.selfplay.validate().map_err(|e| format!("[selfplay] {e}"))?;
         self.train.validate().map_err(|e| format!("[train] {e}"))?;
         // The pipeline runs both stages on one device: [run] says which, once.
         if self.train.device != TrainConfig::default().device || self.train.threads.is_some() {
@@ -309,6 +309,27 @@ mod tests {
         assert!(e.contains("[run]"), "{e}");
         let e = PipelineConfig::parse("[arena]\nreferences = [\"grumpy\"]\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("grumpy"), "{e}");
+    }
+
+    #[test]
+    fn self_play_settings_that_teach_nothing_are_errors_naming_the_field() {
+        let gpu_small = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/gpu-small.toml");
+        let text = std::fs::read_to_string(gpu_small).unwrap();
+        assert!(PipelineConfig::parse(&text, "gpu-small.toml").is_ok());
+        let cases = [
+            ("root_noise = true", "root_noise = false", "[selfplay] search.root_noise = false"),
+            ("full_search_fraction = 0.25", "full_search_fraction = 0.0", "[selfplay] full_search_fraction = 0"),
+            ("cheap_simulations = 40", "cheap_simulations = 400", "[selfplay] cheap_simulations = 400"),
+            ("root_noise = true", "root_noise = true\nforced_playouts_k = 2.0", "forced_playouts_k = 2"),
+            ("root_noise = true", "root_noise = true\nmate_plies = 2", "mate_plies = 2"),
+        ];
+        for (from, to, expected) in cases {
+            assert!(text.contains(from), "{from}");
+            let e = PipelineConfig::parse(&text.replacen(from, to, 1), "gpu-small.toml").unwrap_err().to_string();
+            assert!(e.contains("gpu-small.toml") && e.contains(expected), "{to}: {e}");
+        }
+        let e = PipelineConfig::parse("[selfplay.search]\ndirichlet_epsilon = 0.0\n", "x").unwrap_err().to_string();
+        assert!(e.contains("dirichlet_epsilon"), "{e}");
     }
 
     #[test]

@@ -66,6 +66,58 @@ impl Default for SelfPlayConfig {
 }
 
 impl SelfPlayConfig {
+    /// Checks the settings as a whole; the error names the field. Combinations that would run but
+    /// teach nothing (no root exploration, no recorded searches, …) are errors too.
+    pub fn validate(&self) -> Result<(), String> {
+        self.rules()?;
+        self.search.check_for_selfplay("search.")?;
+        for (name, value) in [("workers", self.workers), ("games_per_worker", self.games_per_worker), ("leaves_per_game", self.leaves_per_game), ("max_batch", self.max_batch)] {
+            if value == 0 {
+                return Err(format!("{name} = 0: must be at least 1"));
+            }
+        }
+        if self.simulations == 0 {
+            return Err("simulations = 0: a full search needs at least one simulation".into());
+        }
+        if !(self.full_search_fraction > 0.0 && self.full_search_fraction <= 1.0) {
+            return Err(format!(
+                "full_search_fraction = {}: must be in (0, 1]; only full searches become training samples",
+                self.full_search_fraction
+            ));
+        }
+        if self.full_search_fraction < 1.0 && !(1..=self.simulations).contains(&self.cheap_simulations) {
+            return Err(format!(
+                "cheap_simulations = {}: must be between 1 and simulations ({}) when full_search_fraction < 1",
+                self.cheap_simulations, self.simulations
+            ));
+        }
+        if !(self.temperature >= 0.0 && self.temperature.is_finite()) {
+            return Err(format!("temperature = {}: must be 0 or more", self.temperature));
+        }
+        for (name, value) in [
+            ("no_resign_fraction", self.no_resign_fraction),
+            ("handicap_fraction", self.handicap_fraction),
+            ("openings_fraction", self.openings_fraction),
+        ] {
+            if !(0.0..=1.0).contains(&value) {
+                return Err(format!("{name} = {value}: must be in [0, 1]"));
+            }
+        }
+        if self.handicap_fraction + self.openings_fraction > 1.0 {
+            return Err(format!(
+                "handicap_fraction + openings_fraction = {}: the shares of games cannot exceed 1",
+                self.handicap_fraction + self.openings_fraction
+            ));
+        }
+        if self.resign_value.is_nan() {
+            return Err("resign_value is NaN".into());
+        }
+        if self.max_plies == 0 {
+            return Err("max_plies = 0: games need at least one move".into());
+        }
+        Ok(())
+    }
+
     /// The game rules these settings play under.
     pub fn rules(&self) -> Result<GameRules, String> {
         let impasse = ImpasseRule::from_name(&self.impasse)

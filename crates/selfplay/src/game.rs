@@ -26,6 +26,10 @@ pub(crate) struct Game {
     done: u32,
     pending: Vec<LeafId>,
     stalled: bool,
+    /// The model that played the first move: the game's label in the shards.
+    model: String,
+    /// The model whose evaluations the tree and cache hold.
+    searched_with: String,
 }
 
 /// A finished game with what the statistics need.
@@ -38,7 +42,7 @@ pub(crate) struct Finished {
 }
 
 impl Game {
-    pub(crate) fn new(pos: Position, config: &SelfPlayConfig, rules: GameRules, rng: &mut Rng) -> Game {
+    pub(crate) fn new(pos: Position, config: &SelfPlayConfig, rules: GameRules, model: &str, rng: &mut Rng) -> Game {
         let search = Search::new(config.search.clone(), rules, rng.next_u64()).with_cache(4096);
         let mut game = Game {
             start_sfen: pos.to_sfen(),
@@ -55,17 +59,31 @@ impl Game {
             done: 0,
             pending: Vec::new(),
             stalled: false,
+            model: model.to_string(),
+            searched_with: model.to_string(),
         };
-        game.start_move(config, rng);
+        game.start_move(config, model, rng);
         game
     }
 
-    fn start_move(&mut self, config: &SelfPlayConfig, rng: &mut Rng) {
+    /// Prepares the next move's search: full (a training sample) or cheap (playout cap
+    /// randomization), with `model` the network that will evaluate it.
+    fn start_move(&mut self, config: &SelfPlayConfig, model: &str, rng: &mut Rng) {
         self.full_search = rng.uniform() < config.full_search_fraction as f64;
         self.target = if self.full_search { config.simulations } else { config.cheap_simulations }.max(1);
         self.done = 0;
         self.stalled = false;
-        self.search.set_root_noise(self.full_search && config.search.root_noise);
+        if model != self.searched_with {
+            // A new network: the old one's priors and values would mix into this one's targets.
+            self.search.clear_evaluations();
+            self.searched_with = model.to_string();
+        }
+        if self.full_search {
+            // The training targets hold this search's visits only, not those of earlier cheap
+            // (noise-free) searches kept by tree reuse; the cache spares the repeated evaluations.
+            self.search.clear_tree();
+        }
+        self.search.set_cheap(!self.full_search);
         self.search.start(&self.pos, self.target);
         if self.search.root_mate().is_some() {
             // The mate is played whatever a search would say: no simulations needed.
@@ -84,7 +102,7 @@ impl Game {
                     gathered += 1;
                 }
                 Selection::Resolved => self.done += 1,
-                Selection::Busy | Selection::NoMoves => {
+                Selection::Collision | Selection::Waiting | Selection::NoMoves => {
                     if self.pending.is_empty() {
                         self.stalled = true;
                     }
@@ -111,7 +129,7 @@ impl Game {
         let temperature = if ply < config.temperature_plies { config.temperature } else { 0.0 };
         let Some(mv) = self.search.select_move(temperature) else {
             // No legal move: the position was already lost (handled by status below).
-            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }, model));
+            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }));
         };
         let value = self.search.root_value();
         let streak = &mut self.low_value_streak[us.index()];
@@ -138,24 +156,24 @@ impl Game {
             }
         }
         if resigning {
-            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Resignation }, model));
+            return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Resignation }));
         }
         self.pos.do_move(mv);
         self.moves.push(mv);
         let to_move = self.pos.side_to_move();
         let status = self.pos.status(rules);
         if let Some(result) = GameResult::from_status(status, to_move) {
-            return Some(self.finish(result, model));
+            return Some(self.finish(result));
         }
         if status == Status::DeclarationWin {
             // A self-play player always declares (or makes the Try move) when it may.
-            return Some(self.finish(GameResult { winner: Some(to_move), reason: declaration_reason(rules) }, model));
+            return Some(self.finish(GameResult { winner: Some(to_move), reason: declaration_reason(rules) }));
         }
-        self.start_move(config, rng);
+        self.start_move(config, model, rng);
         None
     }
 
-    fn finish(&mut self, result: GameResult, model: &str) -> Finished {
+    fn finish(&mut self, result: GameResult) -> Finished {
         let mut samples = std::mem::take(&mut self.samples);
         for (s, &side) in samples.iter_mut().zip(&self.sample_sides) {
             s.result = result_for(side, result.winner);
@@ -166,7 +184,7 @@ impl Game {
                 start_sfen: self.start_sfen.clone(),
                 result,
                 length: self.moves.len().min(u16::MAX as usize) as u16,
-                model: model.to_string(),
+                model: self.model.clone(),
                 moves: std::mem::take(&mut self.moves),
                 samples,
             },
@@ -182,5 +200,41 @@ fn declaration_reason(rules: &GameRules) -> EndReason {
         EndReason::Try
     } else {
         EndReason::Declaration
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koma_mcts::{Evaluator, UniformEvaluator};
+
+    /// Searches the game's current move to the end with `evaluator`.
+    fn search_move(game: &mut Game, evaluator: &dyn Evaluator) {
+        while !game.move_ready() {
+            let (mut batch, mut owners) = (Vec::new(), Vec::new());
+            game.gather(4, &mut batch, &mut owners, 0);
+            let refs: Vec<&Position> = batch.iter().collect();
+            for ((_, leaf), e) in owners.iter().zip(evaluator.evaluate(&refs)) {
+                game.complete(*leaf, &e);
+            }
+        }
+    }
+
+    #[test]
+    fn a_new_model_clears_the_tree_and_cache_and_the_label_stays_the_first_model() {
+        let config = SelfPlayConfig { simulations: 16, cheap_simulations: 4, resign_value: -2.0, ..SelfPlayConfig::default() };
+        let rules = config.rules().unwrap();
+        let mut rng = Rng::seeded(1);
+        let mut game = Game::new(Position::startpos(), &config, rules, "model-a", &mut rng);
+        search_move(&mut game, &UniformEvaluator);
+        assert!(game.search.cache().is_some_and(|c| !c.is_empty()));
+        assert!(game.play(&config, &rules, "model-a", &mut rng).is_none());
+        assert!(game.search.cache().is_some_and(|c| !c.is_empty()), "the same model keeps its cache");
+        search_move(&mut game, &UniformEvaluator);
+        assert!(game.play(&config, &rules, "model-b", &mut rng).is_none());
+        assert!(game.search.cache().is_some_and(|c| c.is_empty()), "model-a's evaluations survived the swap");
+        assert_eq!(game.search.root_visits(), 0, "model-a's tree survived the swap");
+        let finished = game.finish(GameResult { winner: None, reason: EndReason::MaxMoves });
+        assert_eq!(finished.samples.model, "model-a");
     }
 }

@@ -48,8 +48,9 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
     let config = &shared.config;
     let mut rng = Rng::seeded(seed);
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
+    let (_, first_model) = shared.slot.get();
     for i in 0..config.games_per_worker.max(1) {
-        let game = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &mut rng));
+        let game = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &first_model, &mut rng));
         groups[i % 2].push(game);
     }
     let mut in_flight: [Option<InFlight>; 2] = [None, None];
@@ -75,7 +76,7 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
                     shared.moves.fetch_add(1, Ordering::Relaxed);
                     if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
                         shared.record(finished);
-                        *slot = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &mut rng));
+                        *slot = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &model, &mut rng));
                     }
                 }
             }

@@ -210,4 +210,51 @@ impl Position {
         }
         None
     }
+
+    /// A move that mates within three plies (a check after which every evasion allows a mate in
+    /// one), if the side to move has one and it is found within `max_positions` evasions tried.
+    /// Lines through a repeated position count as no mate, so a returned move never relies on
+    /// sennichite or perpetual check. Pawn-drop mates are illegal and never used.
+    pub fn mate_in_three(&mut self, max_positions: u32) -> Option<Move> {
+        let checks = self.checking_moves();
+        for &m in &checks {
+            self.do_move(m);
+            let mated = !self.has_legal_move();
+            self.undo_move();
+            if mated {
+                return Some(m);
+            }
+        }
+        let mut tried = 0u32;
+        for m in checks {
+            self.do_move(m);
+            let forced = self.repetition(2) == crate::rules::Repetition::None
+                && self.every_evasion_allows_mate(&mut tried, max_positions);
+            self.undo_move();
+            if forced {
+                return Some(m);
+            }
+            if tried >= max_positions {
+                return None;
+            }
+        }
+        None
+    }
+
+    /// Whether the side to move (in check, with a legal move) is mated in one after each evasion.
+    fn every_evasion_allows_mate(&mut self, tried: &mut u32, max_positions: u32) -> bool {
+        for e in self.legal_moves().iter().copied() {
+            *tried += 1;
+            if *tried > max_positions {
+                return false;
+            }
+            self.do_move(e);
+            let mated = self.repetition(2) == crate::rules::Repetition::None && self.mate_in_one().is_some();
+            self.undo_move();
+            if !mated {
+                return false;
+            }
+        }
+        true
+    }
 }

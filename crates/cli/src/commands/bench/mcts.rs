@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
             match search.select_leaf(&mut pos, |_| {}) {
                 Selection::Leaf(id) => search.complete(id, &even),
                 Selection::Resolved => {}
-                Selection::Busy | Selection::NoMoves => break,
+                Selection::Collision | Selection::Waiting | Selection::NoMoves => break,
             }
             done += 1;
         }

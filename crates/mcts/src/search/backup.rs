@@ -1,0 +1,66 @@
+//! Values into the tree: backing a leaf's value up the path, releasing abandoned walks, and the
+//! exact values of nodes the rules (or a short mate search) decide.
+
+use koma_shogi::rules::{try_square, ImpasseRule, Repetition};
+use koma_shogi::{Position, Status};
+
+use super::Search;
+use crate::tree::NONE;
+
+impl Search {
+    /// The value of a new node if search should not look further: game over by the rules, the
+    /// first repetition, a winning declaration, or a short mate for the side to move.
+    pub(super) fn terminal_value(&mut self, pos: &mut Position) -> Option<i8> {
+        let us = pos.side_to_move();
+        if self.rules.impasse == ImpasseRule::Try && pos.king_square(!us) == try_square(!us) {
+            return Some(-1);
+        }
+        if self.moves.is_empty() {
+            return Some(-1);
+        }
+        match pos.repetition(self.config.search_repetitions) {
+            Repetition::None => {}
+            Repetition::Draw => return Some(0),
+            Repetition::OpponentPerpetualCheck => return Some(1),
+            Repetition::OwnPerpetualCheck => return Some(-1),
+        }
+        if pos.move_number() - 1 >= self.rules.max_plies {
+            return Some(0);
+        }
+        if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) {
+            return Some(1);
+        }
+        let mate = match self.config.mate_plies {
+            0 => false,
+            1 | 2 => pos.mate_in_one().is_some(),
+            _ => pos.mate_in_three(self.config.mate_max_positions).is_some(),
+        };
+        mate.then_some(1)
+    }
+
+    /// Adds a visit with `value` (for the side to move at `node`) to `node` and each ancestor,
+    /// releasing the walk's virtual visit on each.
+    pub(super) fn backup(&mut self, node: u32, value: f32, draw: f32) {
+        let mut v = -value;
+        let mut n = node;
+        while n != NONE {
+            let entry = &mut self.tree.nodes[n as usize];
+            entry.visits += 1;
+            entry.value_sum += v;
+            entry.draw_sum += draw;
+            entry.virtual_visits = entry.virtual_visits.saturating_sub(1);
+            n = entry.parent;
+            v = -v;
+        }
+    }
+
+    /// Releases the virtual visits of an abandoned walk that ended at `node`.
+    pub(super) fn revert_virtual_visits(&mut self, node: u32) {
+        let mut n = node;
+        while n != NONE {
+            let entry = &mut self.tree.nodes[n as usize];
+            entry.virtual_visits = entry.virtual_visits.saturating_sub(1);
+            n = entry.parent;
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! What a search found: the root's moves with their statistics, the root value, the move to play
+//! and the principal variation.
+
+use koma_shogi::Move;
+
+use super::Search;
+use crate::tree::{Tree, NONE};
+
+/// Statistics of one root move.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RootChild {
+    pub mv: Move,
+    pub visits: u32,
+    pub prior: f32,
+    /// Mean value for the side to move at the root, in [-1, 1] (`None` if unvisited).
+    pub q: Option<f32>,
+    /// Mean draw probability below this move (`None` if unvisited).
+    pub draw: Option<f32>,
+}
+
+impl Search {
+    /// Visits, priors and values of the root's moves, in move-generation order.
+    pub fn root_children(&self) -> Vec<RootChild> {
+        self.children_at(&[]).unwrap_or_default()
+    }
+
+    /// The statistics of the moves below the node reached from the root by `path` (values for
+    /// the side to move at that node), if the tree has that node.
+    pub fn children_at(&self, path: &[Move]) -> Option<Vec<RootChild>> {
+        if self.tree.is_empty() {
+            return None;
+        }
+        let mut node = Tree::ROOT;
+        for &mv in path {
+            let child = self.tree.edges[self.tree.edge_range(node)].iter().find(|e| e.mv == mv)?.child;
+            if child == NONE {
+                return None;
+            }
+            node = child;
+        }
+        let children = self.tree.edges[self.tree.edge_range(node)]
+            .iter()
+            .map(|e| {
+                let c = (e.child != NONE).then(|| &self.tree.nodes[e.child as usize]).filter(|c| c.visits > 0);
+                RootChild {
+                    mv: e.mv,
+                    visits: c.map_or(0, |c| c.visits),
+                    prior: e.prior,
+                    q: c.map(|c| c.value_sum / c.visits as f32),
+                    draw: c.map(|c| (c.draw_sum / c.visits as f32).clamp(0.0, 1.0)),
+                }
+            })
+            .collect();
+        Some(children)
+    }
+
+    /// Visits made through the root so far.
+    pub fn root_visits(&self) -> u32 {
+        self.tree.nodes.first().map_or(0, |n| n.visits)
+    }
+
+    /// The root's value for its side to move, in [-1, 1]: a win with a mate at the root, the
+    /// improved policy's value for a Gumbel root, else the mean over the root's visits.
+    pub fn root_value(&self) -> f32 {
+        self.root_value_and_draw().map_or(0.0, |(v, _)| v)
+    }
+
+    /// The root's win/draw/loss estimate for its side to move (see [`Search::root_value`]): the
+    /// search's part of the value target.
+    pub fn root_wdl(&self) -> [f32; 3] {
+        match self.root_value_and_draw() {
+            Some((v, d)) => {
+                let w = ((1.0 - d + v) / 2.0).clamp(0.0, 1.0);
+                let l = ((1.0 - d - v) / 2.0).clamp(0.0, 1.0);
+                [w, d, l]
+            }
+            None => [0.0, 1.0, 0.0],
+        }
+    }
+
+    fn root_value_and_draw(&self) -> Option<(f32, f32)> {
+        if self.root_mate.is_some() {
+            return Some((1.0, 0.0));
+        }
+        let root = self.tree.nodes.first().filter(|n| n.visits > 0)?;
+        if let Some(g) = &self.gumbel {
+            return Some(g.improved_value(&self.root_children(), root.net_value, root.net_draw));
+        }
+        let visits = root.visits as f32;
+        Some((-root.value_sum / visits, (root.draw_sum / visits).clamp(0.0, 1.0)))
+    }
+
+    /// A mate found at the root by the last `start` (with `mate_plies` > 0).
+    pub fn root_mate(&self) -> Option<Move> {
+        self.root_mate
+    }
+
+    /// The move to play: a mate at the root when there is one; the Gumbel choice for a Gumbel
+    /// root (its draws are the self-play exploration, so temperature does not apply); otherwise
+    /// the most visited move at temperature 0, or a move drawn with probability ∝
+    /// visits^(1/temperature).
+    pub fn select_move(&mut self, temperature: f32) -> Option<Move> {
+        if let Some(mate) = self.root_mate {
+            return Some(mate);
+        }
+        let children = self.root_children();
+        if children.is_empty() {
+            return None;
+        }
+        if let Some(g) = &self.gumbel {
+            let net_value = self.tree.nodes[Tree::ROOT as usize].net_value;
+            return Some(children[g.best_action(&children, net_value)].mv);
+        }
+        if temperature <= 1e-3 {
+            let value = |c: &RootChild| c.q.unwrap_or(-2.0);
+            return children.iter().max_by(|a, b| a.visits.cmp(&b.visits).then(value(a).total_cmp(&value(b)))).map(|c| c.mv);
+        }
+        let weights: Vec<f64> = children.iter().map(|c| (c.visits as f64).powf(1.0 / temperature as f64)).collect();
+        let total: f64 = weights.iter().sum();
+        if !(total > 0.0 && total.is_finite()) {
+            return Some(children[self.rng.below(children.len())].mv);
+        }
+        let mut x = self.rng.uniform() * total;
+        for (c, w) in children.iter().zip(&weights) {
+            if x < *w {
+                return Some(c.mv);
+            }
+            x -= w;
+        }
+        children.last().map(|c| c.mv)
+    }
+
+    /// The most visited line from the root.
+    pub fn principal_variation(&self) -> Vec<Move> {
+        let mut pv = Vec::new();
+        let mut node = Tree::ROOT;
+        while !self.tree.is_empty() {
+            let best = self.tree.edges[self.tree.edge_range(node)]
+                .iter()
+                .filter(|e| e.child != NONE)
+                .max_by_key(|e| self.tree.nodes[e.child as usize].visits);
+            match best {
+                Some(e) if self.tree.nodes[e.child as usize].visits > 0 => {
+                    pv.push(e.mv);
+                    node = e.child;
+                }
+                _ => break,
+            }
+        }
+        pv
+    }
+}
