@@ -78,12 +78,6 @@ impl SearchConfig {
         SearchConfig { root_noise: false, forced_playouts_k: 0.0, root: RootSelection::Puct, ..SearchConfig::default() }
     }
 
-    /// The same search without self-play's exploration (noise, Gumbel draws, forced playouts):
-    /// what the arena and the engine use when they play a self-play config's search.
-    pub fn without_exploration(&self) -> SearchConfig {
-        SearchConfig { root_noise: false, forced_playouts_k: 0.0, ..self.clone() }
-    }
-
     /// Settings that cannot work in self-play, as a message naming the field (`prefix` is where
     /// the table lives in the config file, e.g. `selfplay.search.`).
     pub fn check_for_selfplay(&self, prefix: &str) -> Result<(), String> {

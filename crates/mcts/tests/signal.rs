@@ -207,8 +207,8 @@ fn forced_playouts_are_made_and_pruned_from_the_policy_target() {
         s.run(&mut pos.clone(), &HashValue, 400, 1);
         let children = s.root_children();
         let total: u32 = children.iter().map(|c| c.visits).sum();
-        // Every move with a noised prior P has about sqrt(2·P·N) visits or more.
-        for c in &children {
+        // Every visited move with a noised prior P has about sqrt(2·P·N) visits or more.
+        for c in children.iter().filter(|c| c.visits > 0) {
             let floor = (2.0 * c.prior * total as f32).sqrt().floor() - 2.0;
             assert!(c.visits as f32 >= floor.min(total as f32), "{c:?} with {total} visits");
         }
@@ -263,4 +263,42 @@ fn a_mate_in_three_scores_as_a_win_and_is_played_at_the_root() {
     // The start position has no mate in three, and a tiny budget gives up rather than guess.
     assert_eq!(Position::startpos().mate_in_three(100_000), None);
     assert_eq!(pos.mate_in_three(0), None);
+}
+
+/// The first legal move has prior 0.9, the others share 0.1; every value is even.
+struct PeakedPriors;
+
+impl Evaluator for PeakedPriors {
+    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+        positions
+            .iter()
+            .map(|p| {
+                let n = p.legal_moves().len();
+                let priors = (0..n).map(|i| if i == 0 { 0.9 } else { 0.1 / (n - 1) as f32 }).collect();
+                Evaluation { priors, wdl: [0.45, 0.1, 0.45] }
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn forced_playouts_leave_unvisited_moves_alone_at_small_budgets() {
+    // Over 100 legal moves (drops) and 24 simulations: forcing every move with a prior would
+    // spread the budget one visit each. Only moves PUCT already visited are forced.
+    let pos = Position::from_sfen("4k4/9/9/9/9/9/9/9/4K4 b 2G2S 1").unwrap();
+    assert!(pos.legal_moves().len() > 100);
+    let config = SearchConfig { mate_plies: 0, forced_playouts_k: 2.0, ..SearchConfig::default() };
+    for seed in 0..8 {
+        let mut s = Search::new(config.clone(), GameRules::default(), seed);
+        s.run(&mut pos.clone(), &PeakedPriors, 24, 1);
+        let children = s.root_children();
+        let visited = children.iter().filter(|c| c.visits > 0).count();
+        let best = children.iter().max_by_key(|c| c.visits).unwrap();
+        assert!(visited <= 12, "seed {seed}: {visited} moves visited");
+        assert!(best.visits >= 8, "seed {seed}: the favourite has only {} visits", best.visits);
+        // The move played comes from the pruned visits, never a pruned one.
+        let target = s.policy_target();
+        let played = s.select_move(1.0).unwrap();
+        assert!(target.iter().any(|&(m, p)| m == played && p > 0.0), "seed {seed}: played a pruned move {played}");
+    }
 }

@@ -158,7 +158,15 @@ fn model_config(value: Option<&toml::Value>) -> std::result::Result<ModelConfig,
 fn table<T: serde::de::DeserializeOwned + Default>(file: &toml::Table, name: &str) -> std::result::Result<T, String> {
     match file.get(name) {
         None => Ok(T::default()),
-        Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| format!("[{name}]: {}", e.message())),
+        Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| {
+            // Fields renamed since earlier releases, so an old run's config.toml says what to do.
+            let hint = if e.message().contains("`mate_in_one`") {
+                " (renamed: mate_plies = 1 for a mate in one, 0 for off, 3 for a mate in three)"
+            } else {
+                ""
+            };
+            format!("[{name}]: {}{hint}", e.message())
+        }),
     }
 }
 
@@ -291,10 +299,18 @@ mod tests {
 
     #[test]
     fn shipped_configs_parse() {
-        for name in ["tiny-cpu", "gpu-small", "gpu-az"] {
-            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(format!("{name}.toml"));
-            PipelineConfig::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let mut parsed = 0;
+        for dir in [configs.clone(), configs.join("ablation")] {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.extension().is_some_and(|e| e == "toml") {
+                    PipelineConfig::from_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    parsed += 1;
+                }
+            }
         }
+        assert!(parsed >= 3 + 6, "{parsed} configs");
     }
 
     #[test]
@@ -330,6 +346,10 @@ mod tests {
         }
         let e = PipelineConfig::parse("[selfplay.search]\ndirichlet_epsilon = 0.0\n", "x").unwrap_err().to_string();
         assert!(e.contains("dirichlet_epsilon"), "{e}");
+        let e = PipelineConfig::parse("[selfplay]\nsimulations = 1\n", "x").unwrap_err().to_string();
+        assert!(e.contains("simulations = 1"), "{e}");
+        let e = PipelineConfig::parse("[selfplay.search]\nmate_in_one = true\n", "x").unwrap_err().to_string();
+        assert!(e.contains("mate_plies = 1"), "{e}");
     }
 
     #[test]

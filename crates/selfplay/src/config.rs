@@ -76,8 +76,11 @@ impl SelfPlayConfig {
                 return Err(format!("{name} = 0: must be at least 1"));
             }
         }
-        if self.simulations == 0 {
-            return Err("simulations = 0: a full search needs at least one simulation".into());
+        if self.simulations < 2 {
+            return Err(format!(
+                "simulations = {}: a full search needs at least 2 (one evaluates the root; the target needs visits)",
+                self.simulations
+            ));
         }
         if !(self.full_search_fraction > 0.0 && self.full_search_fraction <= 1.0) {
             return Err(format!(

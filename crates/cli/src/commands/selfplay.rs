@@ -63,7 +63,7 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
     let file: toml::Table = toml::from_str(&text).with_context(|| format!("{}: not valid TOML", path.display()))?;
     let selfplay = file.get("selfplay").cloned().unwrap_or(toml::Value::Table(Default::default()));
     let config: SelfPlayConfig = selfplay.try_into().with_context(|| format!("{}: [selfplay]", path.display()))?;
-    config.rules().map_err(anyhow::Error::msg).with_context(|| format!("{}: [selfplay]", path.display()))?;
+    config.validate().map_err(anyhow::Error::msg).with_context(|| format!("{}: [selfplay]", path.display()))?;
     Ok(config)
 }
 

@@ -218,7 +218,8 @@ impl Search {
             // The root's own evaluation was the first of the budget's simulations.
             self.prepare_root(self.budget.saturating_sub(1));
         }
-        self.backup(node, evaluation.value(), evaluation.wdl[1]);
+        let (value, draw) = value_and_draw(evaluation);
+        self.backup(node, value, draw);
     }
 
     /// Runs `simulations` visits from `pos` with `evaluator`, batching up to `batch` leaves.
@@ -268,8 +269,7 @@ impl Search {
         }
         let n = &mut self.tree.nodes[node as usize];
         n.state = NodeState::Expanded;
-        n.net_value = evaluation.value();
-        n.net_draw = evaluation.wdl[1];
+        (n.net_value, n.net_draw) = value_and_draw(evaluation);
     }
 
     /// Nodes in the tree (visited positions).
@@ -280,5 +280,16 @@ impl Search {
     /// Bytes held by the tree's arenas.
     pub fn memory_bytes(&self) -> usize {
         self.tree.nodes.len() * crate::tree::NODE_BYTES + self.tree.edges.len() * crate::tree::EDGE_BYTES
+    }
+}
+
+/// An evaluation's value and draw share, a draw if it is not finite: a NaN must never reach the
+/// tree's sums (evaluators report non-finite outputs as errors; this keeps search sound anyway).
+pub(super) fn value_and_draw(evaluation: &Evaluation) -> (f32, f32) {
+    let (value, draw) = (evaluation.value(), evaluation.wdl[1]);
+    if value.is_finite() && draw.is_finite() {
+        (value.clamp(-1.0, 1.0), draw.clamp(0.0, 1.0))
+    } else {
+        (0.0, 1.0)
     }
 }

@@ -86,6 +86,18 @@ impl Search {
         if let Some(g) = &self.gumbel {
             return Some(g.improved_value(&self.root_children(), root.net_value, root.net_draw));
         }
+        if self.forced_playouts() {
+            // Forced playouts visit bad moves on purpose: value the root by the pruned visits.
+            let children = self.root_children();
+            let visits = self.target_visits(&children);
+            let total: f32 = visits.iter().sum();
+            if total > 0.0 {
+                let mean = |x: fn(&RootChild) -> Option<f32>| {
+                    children.iter().zip(&visits).filter_map(|(c, n)| x(c).map(|x| x * n)).sum::<f32>() / total
+                };
+                return Some((mean(|c| c.q), mean(|c| c.draw).clamp(0.0, 1.0)));
+            }
+        }
         let visits = root.visits as f32;
         Some((-root.value_sum / visits, (root.draw_sum / visits).clamp(0.0, 1.0)))
     }
@@ -111,11 +123,14 @@ impl Search {
             let net_value = self.tree.nodes[Tree::ROOT as usize].net_value;
             return Some(children[g.best_action(&children, net_value)].mv);
         }
+        // With forced playouts on, the forced visits are pruned from the choice too (KataGo).
+        let visits = self.target_visits(&children);
         if temperature <= 1e-3 {
-            let value = |c: &RootChild| c.q.unwrap_or(-2.0);
-            return children.iter().max_by(|a, b| a.visits.cmp(&b.visits).then(value(a).total_cmp(&value(b)))).map(|c| c.mv);
+            let value = |i: usize| children[i].q.unwrap_or(-2.0);
+            let best = (0..children.len()).max_by(|&a, &b| visits[a].total_cmp(&visits[b]).then(value(a).total_cmp(&value(b))));
+            return best.map(|i| children[i].mv);
         }
-        let weights: Vec<f64> = children.iter().map(|c| (c.visits as f64).powf(1.0 / temperature as f64)).collect();
+        let weights: Vec<f64> = visits.iter().map(|&n| (n as f64).powf(1.0 / temperature as f64)).collect();
         let total: f64 = weights.iter().sum();
         if !(total > 0.0 && total.is_finite()) {
             return Some(children[self.rng.below(children.len())].mv);

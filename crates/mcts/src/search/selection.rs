@@ -3,7 +3,7 @@
 
 use koma_shogi::Position;
 
-use super::{LeafId, Search, Selection};
+use super::{value_and_draw, LeafId, Search, Selection};
 use crate::config::RootSelection;
 use crate::tree::{NodeState, Tree, NONE};
 
@@ -30,6 +30,14 @@ impl Search {
             if self.pending.iter().any(|&(n, _)| n == Tree::ROOT) {
                 self.revert_virtual_visits(Tree::ROOT);
                 return Selection::Collision;
+            }
+            // A fresh tree over a position evaluated before (self-play's full searches).
+            if let Some(e) = self.cache.as_mut().and_then(|c| c.get(pos.hash())).cloned() {
+                self.expand(Tree::ROOT, &e);
+                self.prepare_root(self.budget.saturating_sub(1));
+                let (value, draw) = value_and_draw(&e);
+                self.backup(Tree::ROOT, value, draw);
+                return Selection::Resolved;
             }
             on_leaf(pos);
             self.pending.push((Tree::ROOT, pos.hash()));
@@ -89,7 +97,8 @@ impl Search {
             let hash = pos.hash();
             if let Some(e) = self.cache.as_mut().and_then(|c| c.get(hash)).cloned() {
                 self.expand(new, &e);
-                self.backup(new, e.value(), e.wdl[1]);
+                let (value, draw) = value_and_draw(&e);
+                self.backup(new, value, draw);
                 break Ok(Selection::Resolved);
             }
             on_leaf(pos);
@@ -166,7 +175,8 @@ impl Search {
                 let q = if n > 0.0 { (c.value_sum - vl * c.virtual_visits as f32) / n } else { fpu };
                 (q, n, (c.visits + c.virtual_visits) as f32)
             };
-            let forced = forced_total.is_some_and(|t| e.prior > 0.0 && in_flight < (t * e.prior).sqrt());
+            // Only moves already visited are forced (KataGo): new ones keep PUCT's own urgency.
+            let forced = forced_total.is_some_and(|t| in_flight > 0.0 && in_flight < (t * e.prior).sqrt());
             let score = (forced, q + c_sqrt * e.prior / (1.0 + n));
             if score.0 > best_score.0 || (score.0 == best_score.0 && score.1 > best_score.1) {
                 best_score = score;

@@ -21,6 +21,9 @@ pub struct Args {
     /// Number of positions (searches).
     #[arg(long, default_value_t = 200)]
     positions: usize,
+    /// Mate search at new nodes: 0 off, 1 mate in one (the default config), 3 mate in three.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::TypedValueParser::map(clap::builder::PossibleValuesParser::new(["0", "1", "3"]), |s: String| s.parse::<u32>().unwrap_or(1)))]
+    mate_plies: u32,
 }
 
 /// Positions from quick random games, spread over the opening, middle game and endgame.
@@ -54,7 +57,8 @@ pub fn run(args: Args) -> Result<()> {
     let start = Instant::now();
     for (i, root) in positions.iter().enumerate() {
         let mut pos = root.clone();
-        let mut search = Search::new(SearchConfig::default(), GameRules::default(), i as u64);
+        let config = SearchConfig { mate_plies: args.mate_plies, ..SearchConfig::default() };
+        let mut search = Search::new(config, GameRules::default(), i as u64);
         search.start(&pos, args.simulations);
         let mut done = 0;
         while done < args.simulations {
@@ -76,7 +80,7 @@ pub fn run(args: Args) -> Result<()> {
         println!(
             "{}",
             json!({
-                "bench": "mcts", "threads": 1, "evaluator": "zero-cost uniform", "config": "self-play default (noise, mate-in-one at expansion)",
+                "bench": "mcts", "threads": 1, "evaluator": "zero-cost uniform", "config": "self-play default (noise)", "mate_plies": args.mate_plies,
                 "searches": positions.len(), "simulations_per_search": args.simulations,
                 "simulations": simulations, "seconds": seconds, "simulations_per_second": per_second,
                 "node_bytes": NODE_BYTES, "edge_bytes": EDGE_BYTES, "edges_per_node": edges_per_node,
@@ -84,7 +88,11 @@ pub fn run(args: Args) -> Result<()> {
             })
         );
     } else {
-        println!("{simulations} simulations in {seconds:.2} s: {:.0} k simulations/s (1 thread, zero-cost evaluator)", per_second / 1e3);
+        println!(
+            "{simulations} simulations in {seconds:.2} s: {:.0} k simulations/s (1 thread, zero-cost evaluator, mate_plies {})",
+            per_second / 1e3,
+            args.mate_plies
+        );
         println!("node {NODE_BYTES} B + {edges_per_node:.1} edges × {EDGE_BYTES} B = {:.0} B per visited node", NODE_BYTES as f64 + edges_per_node * EDGE_BYTES as f64);
     }
     Ok(())
