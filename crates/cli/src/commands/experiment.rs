@@ -126,11 +126,10 @@ impl Status {
         Status { bars, header, training, matches, started: Instant::now(), dir: dir.to_path_buf(), variants, phase: "starting".into(), plain, last_plain: Instant::now() }
     }
 
+    /// A line worth keeping: to the log (and stderr without a terminal), above the bars.
     fn line(&self, text: String) {
         tracing::info!("{text}");
-        if self.plain {
-            eprintln!("{text}");
-        } else {
+        if !self.plain {
             let _ = self.bars.println(text);
         }
     }

@@ -171,8 +171,8 @@ impl Context<'_> {
     pub fn send(&self, e: ExperimentEvent) {
         let _ = self.events.send(e);
     }
+    /// A line for the log and the screen (the front end logs it).
     pub fn note(&self, s: String) {
-        tracing::info!("{s}");
         self.send(ExperimentEvent::Note(s));
     }
 }

@@ -37,7 +37,7 @@ pub struct Segment {
     /// The 1/5/15-minute load averages when it started and ended.
     pub load_start: Option<[f64; 3]>,
     pub load_end: Option<[f64; 3]>,
-    /// Its stdout (the JSON summary) and stderr.
+    /// Its stdout (the JSON summary) and stderr, relative to the experiment directory.
     pub stdout: PathBuf,
     pub stderr: PathBuf,
 }

@@ -73,9 +73,14 @@ fn note_checkpoints(run: &RunDir, state: &mut VariantState) -> Result<bool> {
 /// the summary it printed, if it got that far.
 fn settle_dangling(ctx: &Context, run: &RunDir, state: &mut VariantState) -> Result<Flow> {
     let Some(seg) = state.dangling().cloned() else { return Ok(Flow::Continue) };
+    // A `koma pipeline` on this variant's run (the directory may be spelt differently now).
+    let run_name = format!("runs/{}", run.root.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
     let is_ours = |pid: u32| {
         std::fs::read(format!("/proc/{pid}/cmdline"))
-            .map(|c| String::from_utf8_lossy(&c).contains(&*run.root.to_string_lossy()))
+            .map(|c| {
+                let c = String::from_utf8_lossy(&c);
+                c.contains("pipeline") && c.contains(&run_name)
+            })
             .unwrap_or(false)
     };
     let started = Instant::now();
@@ -96,7 +101,7 @@ fn settle_dangling(ctx: &Context, run: &RunDir, state: &mut VariantState) -> Res
     }
     let last = state.segments.last_mut().expect("a dangling segment");
     last.ended = true;
-    if let Some(summary) = read_summary(&last.stdout) {
+    if let Some(summary) = read_summary(&ctx.dir.root.join(&last.stdout)) {
         last.stop_reason = summary["stop_reason"].as_str().map(str::to_string);
         // It ran to the end: its own count of the stages' time is at least what was last saved.
         last.wall_seconds = last.wall_seconds.max(summary["seconds"].as_f64().unwrap_or(0.0));
@@ -174,15 +179,15 @@ fn run_segment(ctx: &mut Context, index: usize, variant: &Variant, run: &RunDir,
     let mut child = child_command.spawn().map_err(|e| PipelineError::Stage { stage: "experiment", message: format!("starting {}: {e}", command[0]) })?;
     let pid = child.id();
     let text = command.join(" ");
-    tracing::info!("variant {name}: {text}");
     ctx.send(ExperimentEvent::VariantStarted { name: name.clone(), index, segment: k, command: text });
     ctx.state.variant(name).segments.push(Segment {
         command,
         pid,
         started_unix: unix_now(),
         load_start,
-        stdout: stdout.clone(),
-        stderr: stderr.clone(),
+        // Relative to the experiment directory, which may be reached by another path later.
+        stdout: Path::new("logs").join(format!("{name}-{k}.json")),
+        stderr: Path::new("logs").join(format!("{name}-{k}.log")),
         ..Segment::default()
     });
     ctx.save()?;
