@@ -140,6 +140,12 @@ def test_experiment_survives_kill_resumes_and_reports(koma_bin, configs):
         assert CPU_MINUTES * 0.9 <= r["cpu_minutes"] <= CPU_MINUTES + 0.25, (name, r)
         assert r["trainer_steps"] > 0 and r["selfplay_games"] > 0 and r["samples"] > 0
         assert r["elo"] is not None and r["margin"] > 0 and r["games_vs_anchor"] == GAMES
+    for name in rows:
+        # The pipeline stopped at its CPU limit the way it stops at a time limit: the trainer wrote
+        # a last checkpoint and the state that points at it.
+        run = os.path.join(exp, "runs", name)
+        step = json.load(open(os.path.join(run, "train", "state", "state.json")))["step"]
+        assert checkpoints(run)[-1] == f"model-{step:08d}.safetensors" and step == rows[name]["trainer_steps"]
     assert report["anchor"] == "greedy"
     assert len(report["model_zero"]) == 1  # same [model]: one shared model 0
     assert [d["field"] for d in report["config_differences"]] == ["selfplay.simulations"]

@@ -198,8 +198,8 @@ mod tests {
 
     #[test]
     fn curve_checkpoints_are_evenly_spaced_in_time_not_steps() {
-        // Fast early, slow later: steps 100..500 at minutes 1, 2, 3, 7, 9; final 600 at 10.
-        let s = timeline(&[(0, 0.0), (100, 1.0), (200, 2.0), (300, 3.0), (400, 7.0), (500, 9.0), (600, 10.0)]);
+        // Fast early, slow later: steps 100..500 at minutes 1, 2, 3, 7, 8.5; final 600 at 10.
+        let s = timeline(&[(0, 0.0), (100, 1.0), (200, 2.0), (300, 3.0), (400, 7.0), (500, 8.5), (600, 10.0)]);
         let picked: Vec<u64> = curve_checkpoints(&s, BudgetKind::Cpu, 4).iter().map(|c| c.step).collect();
         // Targets 2, 4, 6, 8 minutes.
         assert_eq!(picked, vec![200, 300, 400, 500]);
