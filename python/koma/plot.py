@@ -12,6 +12,11 @@ steps) and draws, with matplotlib's Agg backend (no display needed):
 
 RUN_DIR may also be the train/ directory or the metrics file itself; --out chooses another
 output directory. Prints the paths written.
+
+`python -m koma.plot --experiment EXPDIR` draws EXPDIR/elo-over-time.png from the
+EXPDIR/report.json that `koma experiment` writes: Elo against training time (CPU or wall-clock
+minutes, as the experiment's budget), one line per variant with 95% intervals, the reference
+players as horizontal lines.
 """
 
 from __future__ import annotations
@@ -139,11 +144,45 @@ def plot_elo(ratings: list[dict], out_dir: str, title: str = "") -> str:
     return path
 
 
+def plot_experiment(report: dict, out_dir: str) -> str:
+    """Elo against training time, one line per variant; references as horizontal lines."""
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for curve in report.get("curves", []):
+        points = sorted(curve.get("points", []), key=lambda p: p["minutes"])
+        if points:
+            ax.errorbar([p["minutes"] for p in points], [p["elo"] for p in points], yerr=[p["margin"] for p in points],
+                        marker="o", capsize=3, label=curve["variant"])
+    for r in report.get("curve_references", []):
+        ax.axhline(r["elo"], linestyle="--", linewidth=1, color="grey")
+        ax.annotate(f"{r['player']} ({r['elo']:+.0f})", (0.01, r["elo"]), xycoords=("axes fraction", "data"),
+                    textcoords="offset points", xytext=(0, 3), fontsize=8, color="grey")
+    ax.set_xlabel(f"training time ({report.get('x_axis', 'minutes')})")
+    ax.set_ylabel(f"Elo ({report.get('anchor', 'greedy')} = 0)")
+    ax.grid(True, alpha=0.3)
+    if report.get("curves"):
+        ax.legend(loc="best")
+    ax.set_title(f"{os.path.basename(os.path.normpath(report.get('directory', '')))} Elo over training time (95% CI)".strip())
+    fig.tight_layout()
+    path = os.path.join(out_dir, "elo-over-time.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m koma.plot", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("run_dir", help="run directory (or its train/ directory, or a metrics.jsonl)")
     ap.add_argument("--out", help="directory for the PNGs (default: the run directory)")
+    ap.add_argument("--experiment", action="store_true", help="run_dir is a `koma experiment` directory: draw elo-over-time.png")
     args = ap.parse_args(argv)
+    if args.experiment:
+        report_file = os.path.join(args.run_dir, "report.json")
+        if not os.path.isfile(report_file):
+            print(f"koma.plot: {report_file} does not exist (has the experiment finished?)", file=sys.stderr)
+            return 1
+        with open(report_file, encoding="utf-8") as f:
+            print(plot_experiment(json.load(f), args.out or args.run_dir))
+        return 0
     try:
         metrics, run = find_metrics(args.run_dir)
     except FileNotFoundError as e:

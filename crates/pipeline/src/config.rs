@@ -36,6 +36,10 @@ pub struct PipelineConfig {
 pub struct RunConfig {
     /// Stop after this many minutes (0: no limit). `--minutes` overrides it.
     pub minutes: f64,
+    /// Stop after this much process CPU time (user + system, all threads), in minutes (0: no
+    /// limit): a budget that stays fair when the machine's load changes. `--cpu-minutes`
+    /// overrides it.
+    pub cpu_minutes: f64,
     /// Stop when the trainer reaches this step (0: no limit). `--steps` overrides it.
     pub steps: u64,
     /// `auto`, `cpu`, `cuda` or `cuda:N`, for self-play inference and the trainer alike.
@@ -61,6 +65,7 @@ impl Default for RunConfig {
     fn default() -> RunConfig {
         RunConfig {
             minutes: 0.0,
+            cpu_minutes: 0.0,
             steps: 0,
             device: "auto".into(),
             inference_precision: "auto".into(),
@@ -222,6 +227,9 @@ impl PipelineConfig {
         self.run.inference_precision.parse::<koma_nn::Precision>().map_err(|e| format!("[run] inference_precision: {e}"))?;
         if !(self.run.minutes >= 0.0 && self.run.minutes.is_finite()) {
             return Err(format!("[run] minutes = {}: must be ≥ 0", self.run.minutes));
+        }
+        if !(self.run.cpu_minutes >= 0.0 && self.run.cpu_minutes.is_finite()) {
+            return Err(format!("[run] cpu_minutes = {}: must be ≥ 0", self.run.cpu_minutes));
         }
         if self.run.games_per_shard == 0 {
             return Err("[run] games_per_shard must be ≥ 1".into());

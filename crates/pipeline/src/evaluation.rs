@@ -75,13 +75,33 @@ impl<'a> Arena<'a> {
     /// Plays `games` games (colour-swapped pairs over the opening suite) of `a` against `b`,
     /// appending results to `results`. Games are saved under `arena/games/` when `keep_games`.
     pub fn play(&mut self, a: &Contestant, b: &Contestant, games: usize, simulations: u32, results: PathBuf, keep_games: bool, on_game: &mut dyn FnMut(usize)) -> Result<MatchSummary> {
+        self.play_from(0, a, b, games, simulations, results, keep_games, on_game)
+    }
+
+    /// [`Arena::play`] as if `first_pair` pairs had been played already: pair k of this call
+    /// starts from the opening pair `first_pair + k` would. A long match played in pieces (and
+    /// resumed after a crash, as `koma experiment` does) so goes through the suite like one match.
+    #[allow(clippy::too_many_arguments)]
+    pub fn play_from(
+        &mut self,
+        first_pair: usize,
+        a: &Contestant,
+        b: &Contestant,
+        games: usize,
+        simulations: u32,
+        results: PathBuf,
+        keep_games: bool,
+        on_game: &mut dyn FnMut(usize),
+    ) -> Result<MatchSummary> {
         let fa = self.factory(a, simulations)?;
         let fb = self.factory(b, simulations)?;
+        let n = self.openings.len();
+        let openings = (0..n).map(|k| self.openings[(first_pair + k) % n].clone()).collect();
         let match_config = MatchConfig {
             games,
             concurrency: self.config.arena.concurrency.max(1),
             rules: self.config.arena_rules(),
-            openings: self.openings.clone(),
+            openings,
             sprt: None,
             results: Some(results),
             records: keep_games.then(|| self.run.arena_games()),

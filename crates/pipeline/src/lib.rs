@@ -7,6 +7,9 @@
 //! - [`players`]: arena players from names (references, checkpoints).
 //! - [`pipeline`]: [`prepare`] and [`run`], everything in one process.
 //! - [`events`]: what the stages report to the front end.
+//! - [`resources`]: process CPU time (the `cpu_minutes` budget) and the load average.
+//! - [`experiment`]: `koma experiment`, variants of a config trained for the same budget from
+//!   the same model 0, then rated in a round robin.
 //!
 //! docs/pipeline.md describes the run directory, the stages and the config.
 
@@ -14,8 +17,10 @@ pub mod config;
 mod error;
 pub mod evaluation;
 pub mod events;
+pub mod experiment;
 pub mod pipeline;
 pub mod players;
+pub mod resources;
 pub mod run_dir;
 pub mod selfplay_stage;
 
@@ -23,4 +28,4 @@ pub use config::{ConfigSource, PipelineConfig, DEFAULT_CONFIG};
 pub use error::{PipelineError, Result};
 pub use events::{Event, MatchSummary, SelfPlayStatus};
 pub use pipeline::{prepare, run, PipelineOptions, PipelineSummary, Prepared, StopReason};
-pub use run_dir::{ModelRef, RunDir};
+pub use run_dir::{copy_checkpoint, ModelRef, RunDir};

@@ -2,7 +2,7 @@
 //! during the run) as threads of one process over one run directory, until a time limit, a step
 //! count or a stop (Ctrl-C); then the end-of-run arena report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +16,8 @@ use crate::config::{ConfigSource, PipelineConfig};
 use crate::error::{PipelineError, Result};
 use crate::evaluation::{report, run_evaluator, run_gatekeeper, Report};
 use crate::events::Event;
-use crate::run_dir::{ModelRef, RunDir};
+use crate::resources::{process_cpu_seconds, CpuBudget};
+use crate::run_dir::{copy_checkpoint, ModelRef, RunDir};
 use crate::selfplay_stage::{run_selfplay, SelfPlaySummary};
 
 #[derive(Clone, Debug)]
@@ -28,8 +29,14 @@ pub struct PipelineOptions {
     pub resume: bool,
     /// Overrides `[run] minutes` (0: no limit).
     pub minutes: Option<f64>,
+    /// Overrides `[run] cpu_minutes` (0: no limit).
+    pub cpu_minutes: Option<f64>,
     /// Overrides `[run] steps` (0: no limit).
     pub steps: Option<u64>,
+    /// A checkpoint to start from as model 0 instead of a fresh network from `[model]` and
+    /// `[run] seed` (its architecture must be `[model]`'s). Copied in when the run has no model 0
+    /// yet; ignored once it has one. `koma experiment` gives every variant the same model 0 so.
+    pub model_zero: Option<PathBuf>,
     /// Set from outside (Ctrl-C) to stop every stage cleanly; during the report it cuts the
     /// report short.
     pub stop: Arc<AtomicBool>,
@@ -56,6 +63,8 @@ pub struct Prepared {
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     TimeLimit,
+    /// `[run] cpu_minutes` of process CPU time used.
+    CpuLimit,
     StepsReached,
     Interrupted,
 }
@@ -67,6 +76,8 @@ pub struct PipelineSummary {
     pub stop_reason: StopReason,
     /// Wall-clock seconds of the stages (the report not included).
     pub seconds: f64,
+    /// Process CPU seconds (user + system, all threads) of the stages.
+    pub cpu_seconds: f64,
     pub selfplay: SelfPlaySummary,
     pub train: TrainSummary,
     /// Checkpoints in models/ now, and the newest.
@@ -108,6 +119,11 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         (config, origin, None)
     };
     run.make_dirs()?;
+    if let Some(source) = &options.model_zero {
+        if run.model_zero()?.is_none() {
+            install_model_zero(&run, &config, source)?;
+        }
+    }
     let model_zero = ensure_model_zero(&run, &config)?;
     Ok(Prepared { run, config, resumed: options.resume, config_origin, replaced_config, model_zero })
 }
@@ -119,12 +135,28 @@ pub fn ensure_model_zero(run: &RunDir, config: &PipelineConfig) -> Result<ModelR
         return Ok(m0);
     }
     let path = run.models_dir().join(koma_nn::checkpoint::file_name(0));
-    let mut network = Network::new(&config.model, &RunOptions::cpu(), Some(config.run.seed))?;
-    network.save(&path, &TrainingInfo { step: 0, samples_seen: 0, parent: None })?;
+    write_model_zero(&path, &config.model, config.run.seed)?;
     tracing::info!(path = %path.display(), "wrote model 0");
     Ok(ModelRef { step: 0, path })
 }
 
+/// Writes an untrained network (`model`, weights from `seed`) as a step-0 checkpoint at `path`.
+pub fn write_model_zero(path: &Path, model: &koma_nn::ModelConfig, seed: u64) -> Result<()> {
+    let mut network = Network::new(model, &RunOptions::cpu(), Some(seed))?;
+    network.save(path, &TrainingInfo { step: 0, samples_seen: 0, parent: None })?;
+    Ok(())
+}
+
+/// Copies `source` in as the run's model 0, after checking that it is a checkpoint of the run's
+/// `[model]`.
+fn install_model_zero(run: &RunDir, config: &PipelineConfig, source: &Path) -> Result<()> {
+    let meta = koma_nn::checkpoint::read_meta(source)?;
+    koma_nn::checkpoint::check_architecture(source, &meta.model, &config.model)?;
+    let path = run.models_dir().join(koma_nn::checkpoint::file_name(0));
+    copy_checkpoint(source, &path)?;
+    tracing::info!(from = %source.display(), path = %path.display(), "model 0 copied in");
+    Ok(())
+}
 /// Runs the stages until the time limit, the step count or `options.stop`, then the report.
 pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event>) -> Result<PipelineSummary> {
     let (run, config) = (&prepared.run, &prepared.config);
@@ -133,7 +165,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     }
     let minutes = options.minutes.unwrap_or(config.run.minutes);
     let steps = options.steps.unwrap_or(config.run.steps);
+    let cpu_minutes = options.cpu_minutes.unwrap_or(config.run.cpu_minutes);
     let deadline = (minutes > 0.0).then(|| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
+    // Process CPU time from here on: the stages' threads, not what ran before `run`.
+    let cpu_budget = (cpu_minutes > 0.0).then(|| CpuBudget::new(Duration::from_secs_f64(cpu_minutes * 60.0)));
     let model_zero = &prepared.model_zero;
     if config.gating.enabled {
         if !run.has_current() {
@@ -150,6 +185,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     train_options.stop = Some(stages_stop.clone());
     let prefix = shard_prefix();
     let started = Instant::now();
+    let cpu_started = process_cpu_seconds();
     let mut reason = StopReason::Interrupted;
 
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
@@ -180,6 +216,9 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 reason = StopReason::TimeLimit;
                 stages_stop.store(true, Ordering::SeqCst);
+            } else if cpu_budget.is_some_and(|b| b.exhausted()) {
+                reason = StopReason::CpuLimit;
+                stages_stop.store(true, Ordering::SeqCst);
             } else if trainer.is_finished() {
                 reason = StopReason::StepsReached;
             }
@@ -194,6 +233,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         (train_result, selfplay_result, side_results)
     });
     let seconds = started.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds() - cpu_started;
     let train = train_result?;
     let selfplay = selfplay_result?;
     for r in side_results {
@@ -214,6 +254,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         resumed: prepared.resumed,
         stop_reason: reason,
         seconds,
+        cpu_seconds,
         selfplay,
         train,
         models: models.len(),

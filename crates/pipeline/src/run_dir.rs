@@ -219,6 +219,20 @@ impl RunDir {
     }
 }
 
+/// Copies a checkpoint (weights, then its sidecar, each under a temporary name and renamed, so
+/// the copy counts as complete only once both are there) to `to` and `to`'s sidecar.
+pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
+    let weights = std::fs::read(from).map_err(io(from))?;
+    let sidecar = checkpoint::sidecar_path(from);
+    let meta = std::fs::read(&sidecar).map_err(io(&sidecar))?;
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+    }
+    checkpoint::write_atomic(to, &weights)?;
+    checkpoint::write_atomic(&checkpoint::sidecar_path(to), &meta)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

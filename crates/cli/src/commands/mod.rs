@@ -9,6 +9,7 @@ mod convert;
 mod data;
 mod encode;
 mod eval;
+mod experiment;
 mod export;
 mod info;
 mod init;
@@ -28,6 +29,8 @@ mod usi;
 pub enum Command {
     /// The main job: self-play and training together over a run directory, then an arena report.
     Pipeline(pipeline::Args),
+    /// Measure a change to the loop: variants (configs) trained for the same budget from the same model 0, then a round robin and a report.
+    Experiment(experiment::Args),
     /// Show the koma version, the libtorch it loaded and whether CUDA is usable.
     Info(info::Args),
     /// Count the leaves of the legal-move tree to a depth (bulk-counted perft).
@@ -68,6 +71,7 @@ impl Command {
     pub fn run(self) -> anyhow::Result<()> {
         match self {
             Command::Pipeline(args) => pipeline::run(args),
+            Command::Experiment(args) => experiment::run(args),
             Command::Info(args) => info::run(args),
             Command::Perft(args) => perft::run(args),
             Command::Rules(args) => rules::run(args),

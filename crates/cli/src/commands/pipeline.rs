@@ -12,6 +12,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use koma_pipeline::{Event, PipelineOptions, PipelineSummary, StopReason};
 use koma_train::WaitReason;
 
+use super::plot;
 use crate::{interrupt, logging};
 
 #[derive(Debug, clap::Args)]
@@ -29,9 +30,18 @@ pub struct Args {
     /// Stop after this many minutes (overrides [run] minutes; 0: no limit).
     #[arg(long, conflicts_with = "steps")]
     minutes: Option<f64>,
+    /// Stop after this many minutes of process CPU time, user + system over all threads
+    /// (overrides [run] cpu_minutes; 0: no limit). Fairer than --minutes when the machine's load
+    /// changes.
+    #[arg(long, value_name = "MINUTES")]
+    cpu_minutes: Option<f64>,
     /// Stop when the trainer reaches this step (overrides [run] steps; 0: no limit).
     #[arg(long)]
     steps: Option<u64>,
+    /// Start from this checkpoint as model 0 (a new run, or one without model 0 yet) instead of
+    /// a fresh network from [model] and [run] seed; its architecture must be [model]'s.
+    #[arg(long, value_name = "CHECKPOINT")]
+    model_zero: Option<PathBuf>,
     /// Skip the end-of-run arena report (the plots of the losses are still drawn).
     #[arg(long)]
     no_report: bool,
@@ -60,6 +70,8 @@ struct Status {
     models: ProgressBar,
     started: Instant,
     limit: Option<f64>,
+    cpu_limit: Option<f64>,
+    cpu_started: f64,
     run: PathBuf,
     model: String,
     checkpoints: usize,
@@ -72,7 +84,7 @@ struct Status {
 }
 
 impl Status {
-    fn new(run: &Path, limit: Option<f64>) -> Status {
+    fn new(run: &Path, limit: Option<f64>, cpu_limit: Option<f64>) -> Status {
         let plain = !std::io::stderr().is_terminal();
         let bars = MultiProgress::with_draw_target(if plain { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() });
         let line = |prefix: &str| {
@@ -93,6 +105,8 @@ impl Status {
             models,
             started: Instant::now(),
             limit,
+            cpu_limit,
+            cpu_started: koma_pipeline::resources::process_cpu_seconds(),
             run: run.to_path_buf(),
             model: String::new(),
             checkpoints: 0,
@@ -182,8 +196,15 @@ impl Status {
     fn tick(&mut self) {
         let elapsed = self.started.elapsed().as_secs_f64();
         let limit = self.limit.map(|l| format!(" of {}", duration(l * 60.0))).unwrap_or_default();
+        let cpu = match self.cpu_limit {
+            Some(l) => {
+                let used = koma_pipeline::resources::process_cpu_seconds() - self.cpu_started;
+                format!(" · CPU {} of {}", duration(used), duration(l * 60.0))
+            }
+            None => String::new(),
+        };
         if !self.header.message().starts_with("arena report") {
-            self.header.set_message(format!("{} · {}{limit} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
+            self.header.set_message(format!("{} · {}{limit}{cpu} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
         }
         for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
             bar.tick();
@@ -204,40 +225,30 @@ impl Status {
 }
 
 /// Draws train-loss.png, train-accuracy.png and elo.png into the run directory with the
-/// project's Python (`KOMA_PYTHON`, else the bootstrap venv's, else `python3`); returns the files
-/// written.
+/// project's Python (see [`plot::run_plot_script`]); returns the files written.
 fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
-    const SCRIPT: &str = include_str!("../../../../python/koma/plot.py");
     let metrics = run.join("train/metrics.jsonl");
     if std::fs::metadata(&metrics).map(|m| m.len() == 0).unwrap_or(true) {
         tracing::info!("no training metrics yet: no plots");
         return Ok(Vec::new());
     }
-    let python = std::env::var("KOMA_PYTHON")
-        .or_else(|_| std::env::var("KOMA_VENV").map(|venv| format!("{venv}/bin/python")))
-        .unwrap_or_else(|_| "python3".into());
-    let output = std::process::Command::new(&python)
-        .args(["-c", SCRIPT])
-        .arg(run)
-        .output()
-        .with_context(|| format!("running {python} for the plots"))?;
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let hint = if stderr.contains("ModuleNotFoundError") {
-        " (run koma through scripts/koma, or set KOMA_PYTHON to a python with matplotlib)"
-    } else {
-        ""
-    };
-    anyhow::ensure!(output.status.success(), "the plot script failed with {python}{hint}: {}", stderr.trim().lines().last().unwrap_or(""));
-    Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
+    plot::run_plot_script(&[run.as_os_str()])
 }
 
 fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     let reason = match s.stop_reason {
         StopReason::TimeLimit => "time limit reached",
+        StopReason::CpuLimit => "CPU time limit reached",
         StopReason::StepsReached => "step count reached",
         StopReason::Interrupted => "interrupted",
     };
-    println!("koma pipeline: {} {} after {} ({reason})", s.run_dir.display(), if s.resumed { "resumed, stopped" } else { "stopped" }, duration(s.seconds));
+    println!(
+        "koma pipeline: {} {} after {} ({} CPU; {reason})",
+        s.run_dir.display(),
+        if s.resumed { "resumed, stopped" } else { "stopped" },
+        duration(s.seconds),
+        duration(s.cpu_seconds)
+    );
     let sp = &s.selfplay;
     let st = &sp.stats;
     println!(
@@ -310,7 +321,9 @@ pub fn run(args: Args) -> Result<()> {
         config: args.config.clone(),
         resume: args.resume,
         minutes: args.minutes,
+        cpu_minutes: args.cpu_minutes,
         steps: args.steps,
+        model_zero: args.model_zero.clone(),
         stop,
         report: !args.no_report,
     };
@@ -330,7 +343,8 @@ pub fn run(args: Args) -> Result<()> {
         tracing::warn!("--config replaces the run's config.toml; the previous one is kept as {}", kept.display());
     }
     let limit = options.minutes.unwrap_or(prepared.config.run.minutes);
-    let mut status = Status::new(&prepared.run.root, (limit > 0.0).then_some(limit));
+    let cpu_limit = options.cpu_minutes.unwrap_or(prepared.config.run.cpu_minutes);
+    let mut status = Status::new(&prepared.run.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
     logging::quiet_stderr(!status.plain);
     let (sender, events) = unbounded();
     let result = std::thread::scope(|scope| {

@@ -1,5 +1,34 @@
 //! Plot scripts run with the project's Python (matplotlib); embedded so they work from anywhere.
 
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+/// python/koma/plot.py, run as `python -c SCRIPT ARGS…`.
+const PLOT_SCRIPT: &str = include_str!("../../../../python/koma/plot.py");
+
+/// Runs python/koma/plot.py with `args` using the project's Python (`KOMA_PYTHON`, else the
+/// bootstrap venv's, else `python3`); returns the files it wrote.
+pub fn run_plot_script(args: &[&OsStr]) -> Result<Vec<PathBuf>> {
+    let python = std::env::var("KOMA_PYTHON")
+        .or_else(|_| std::env::var("KOMA_VENV").map(|venv| format!("{venv}/bin/python")))
+        .unwrap_or_else(|_| "python3".into());
+    let output = std::process::Command::new(&python)
+        .args(["-c", PLOT_SCRIPT])
+        .args(args)
+        .output()
+        .with_context(|| format!("running {python} for the plots"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let hint = if stderr.contains("ModuleNotFoundError") {
+        " (run koma through scripts/koma, or set KOMA_PYTHON to a python with matplotlib)"
+    } else {
+        ""
+    };
+    anyhow::ensure!(output.status.success(), "the plot script failed with {python}{hint}: {}", stderr.trim().lines().last().unwrap_or(""));
+    Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
+}
+
 /// argv: ratings JSON (list of {player, elo, margin, step}), output PNG.
 pub const RATINGS_PLOT: &str = r#"
 import json, sys

@@ -1,0 +1,418 @@
+//! `koma experiment`: measures a change to the training loop. Two or more variants (run configs)
+//! each train with `koma pipeline` for the same budget on this machine, one after another, from
+//! the same model 0; then their final models, `greedy` and any other references play a round
+//! robin, intermediate checkpoints play for an Elo-over-time curve, and a report is written. Every
+//! step is recorded in `EXPDIR/state.json`, so a killed experiment continues with `--resume`.
+//!
+//! - [`spec`]: the variants and settings (a TOML file and/or flags), validated.
+//! - [`state`]: the progress file and the resume logic.
+//! - [`training`]: one variant's `koma pipeline` processes under the budget.
+//! - [`matches`]: the round robin and the curve, played in resumable pieces.
+//! - [`report`]: `report.json` and `report.md`.
+//!
+//! ```text
+//! EXPDIR/experiment.toml   the resolved spec (configs/NAME.toml: copies of the variants' configs)
+//! EXPDIR/state.json        progress (atomic)
+//! EXPDIR/model0/           model 0 (one per network shape)
+//! EXPDIR/runs/NAME/        each variant's pipeline run directory
+//! EXPDIR/players/          the checkpoints the matches play, named as they appear in the results
+//! EXPDIR/results.jsonl     round-robin games     EXPDIR/curve.jsonl   Elo-curve games
+//! EXPDIR/arena/games/      every match game as KIF
+//! EXPDIR/logs/             each pipeline process's stdout (NAME-K.json) and stderr (NAME-K.log)
+//! EXPDIR/report.md, report.json, elo-over-time.png
+//! ```
+
+pub mod matches;
+pub mod report;
+pub mod spec;
+pub mod state;
+pub mod training;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use crossbeam::channel::Sender;
+
+use crate::error::{io, PipelineError, Result};
+use crate::evaluation::Arena;
+use crate::run_dir::RunDir;
+pub use report::ExperimentReport;
+pub use spec::{BudgetKind, ExperimentSpec, SpecOverrides, Variant};
+use state::ExperimentState;
+
+/// The files of an experiment directory.
+#[derive(Clone, Debug)]
+pub struct ExpDir {
+    pub root: PathBuf,
+}
+
+impl ExpDir {
+    pub fn new(root: &Path) -> ExpDir {
+        ExpDir { root: root.to_path_buf() }
+    }
+    pub fn spec_file(&self) -> PathBuf {
+        self.root.join("experiment.toml")
+    }
+    pub fn state_file(&self) -> PathBuf {
+        self.root.join("state.json")
+    }
+    pub fn config_copy(&self, name: &str) -> PathBuf {
+        self.root.join("configs").join(format!("{name}.toml"))
+    }
+    pub fn run(&self, name: &str) -> PathBuf {
+        self.root.join("runs").join(name)
+    }
+    pub fn model_zero_dir(&self) -> PathBuf {
+        self.root.join("model0")
+    }
+    pub fn players(&self) -> PathBuf {
+        self.root.join("players")
+    }
+    /// The final model of a variant as the round robin plays it (`NAME@SIMS`).
+    pub fn player(&self, name: &str) -> PathBuf {
+        self.players().join(format!("{name}.safetensors"))
+    }
+    /// An intermediate checkpoint on the curve (`NAME-STEP@SIMS`).
+    pub fn curve_player(&self, name: &str, step: u64) -> PathBuf {
+        self.players().join(format!("{name}-{step:08}.safetensors"))
+    }
+    pub fn results(&self) -> PathBuf {
+        self.root.join("results.jsonl")
+    }
+    pub fn curve(&self) -> PathBuf {
+        self.root.join("curve.jsonl")
+    }
+    pub fn logs(&self) -> PathBuf {
+        self.root.join("logs")
+    }
+    pub fn report_json(&self) -> PathBuf {
+        self.root.join("report.json")
+    }
+    pub fn report_md(&self) -> PathBuf {
+        self.root.join("report.md")
+    }
+    pub fn plot(&self) -> PathBuf {
+        self.root.join("elo-over-time.png")
+    }
+}
+
+/// What the experiment reports while it runs.
+#[derive(Clone, Debug)]
+pub enum ExperimentEvent {
+    /// A `koma pipeline` process for variant `index` started (segment 1, or later on resume).
+    VariantStarted { name: String, index: usize, segment: usize, command: String },
+    /// Budget used of `budget` seconds (of the budget's kind), its wall and CPU seconds, the
+    /// newest checkpoint's step.
+    VariantProgress { name: String, used: f64, budget: f64, wall: f64, cpu: f64, step: Option<u64> },
+    VariantEnded { name: String, reason: String, used: f64, budget: f64 },
+    /// A match is being played: `played` of its `games`; `done` of `total` games of all matches.
+    Match { label: String, index: usize, count: usize, played: usize, games: usize, done: usize, total: usize },
+    Note(String),
+}
+
+/// Whether a phase ran to its end or was stopped (Ctrl-C); a stopped experiment continues with
+/// `--resume`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Interrupted,
+}
+
+#[derive(Clone, Debug)]
+pub struct ExperimentOptions {
+    pub dir: PathBuf,
+    pub spec_file: Option<PathBuf>,
+    pub overrides: SpecOverrides,
+    pub resume: bool,
+    /// The `koma` binary the variants' pipelines run with.
+    pub exe: PathBuf,
+    /// Set from outside (Ctrl-C): the running pipeline is stopped cleanly, matches stop between
+    /// games.
+    pub stop: Arc<AtomicBool>,
+    /// The command line, for the report.
+    pub command_line: String,
+}
+
+/// An experiment ready to run (or continue).
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub dir: ExpDir,
+    pub spec: ExperimentSpec,
+    pub variants: Vec<Variant>,
+    pub state: ExperimentState,
+    pub resumed: bool,
+    /// Model 0 files and the variants (indices) each one serves.
+    pub model_zero: Vec<(PathBuf, Vec<usize>)>,
+}
+
+/// What a run of the experiment came to.
+#[derive(Clone, Debug)]
+pub enum Outcome {
+    Complete(Box<ExperimentReport>),
+    /// Stopped (Ctrl-C); `koma experiment --dir DIR --resume` continues.
+    Interrupted,
+}
+
+/// The state shared by the phases.
+pub struct Context<'a> {
+    pub dir: ExpDir,
+    pub spec: &'a ExperimentSpec,
+    pub state: ExperimentState,
+    pub exe: PathBuf,
+    pub stop: Arc<AtomicBool>,
+    pub events: &'a Sender<ExperimentEvent>,
+}
+
+impl Context<'_> {
+    pub fn save(&self) -> Result<()> {
+        self.state.save(&self.dir.state_file())
+    }
+    pub fn send(&self, e: ExperimentEvent) {
+        let _ = self.events.send(e);
+    }
+    /// A line for the log and the screen (the front end logs it).
+    pub fn note(&self, s: String) {
+        self.send(ExperimentEvent::Note(s));
+    }
+}
+
+/// The spec the command line describes (a spec file and/or flags; with `--resume` and nothing
+/// else, the experiment's own).
+fn given_spec(options: &ExperimentOptions, stored: Option<&ExperimentSpec>) -> Result<ExperimentSpec> {
+    let base = match (&options.spec_file, stored) {
+        (Some(file), _) => ExperimentSpec::from_file(file)?,
+        (None, Some(stored)) if !options.overrides.variants.is_empty() => ExperimentSpec { variants: Vec::new(), ..stored.clone() },
+        (None, Some(stored)) => stored.clone(),
+        (None, None) => ExperimentSpec::default(),
+    };
+    base.with_overrides(&options.overrides)
+}
+
+/// Model 0 files: one for all variants when they share `[model]`, else one per network shape
+/// (named after its first variant). All from the first variant's `[run] seed`.
+pub fn model_zero_plan(dir: &ExpDir, variants: &[Variant]) -> Vec<(PathBuf, Vec<usize>)> {
+    let mut groups: Vec<(serde_json::Value, Vec<usize>)> = Vec::new();
+    for (i, v) in variants.iter().enumerate() {
+        let key = serde_json::to_value(&v.config.model).expect("a model config serialises");
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) => g.1.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let single = groups.len() == 1;
+    groups
+        .into_iter()
+        .map(|(_, members)| {
+            let sub = if single { PathBuf::new() } else { PathBuf::from(&variants[members[0]].name) };
+            (dir.model_zero_dir().join(sub).join(koma_nn::checkpoint::file_name(0)), members)
+        })
+        .collect()
+}
+
+/// The model-0 player of a group (`model0`, or `model0-FIRSTVARIANT` when shapes differ).
+fn model_zero_player(dir: &ExpDir, plan: &[(PathBuf, Vec<usize>)], group: usize, variants: &[Variant]) -> PathBuf {
+    if plan.len() == 1 {
+        dir.players().join("model0.safetensors")
+    } else {
+        dir.players().join(format!("model0-{}.safetensors", variants[plan[group].1[0]].name))
+    }
+}
+
+fn is_empty_dir(path: &Path) -> bool {
+    std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(true)
+}
+
+/// Checks the spec, sets up (or reopens) the experiment directory and writes model 0.
+pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
+    let dir = ExpDir::new(&options.dir);
+    let exists = dir.spec_file().is_file();
+    let refuse = |message: String| PipelineError::Run { path: dir.root.clone(), message };
+    let (spec, variants, state) = if options.resume {
+        if !exists {
+            return Err(refuse("--resume: not an experiment (no experiment.toml); start one without --resume".into()));
+        }
+        let stored = ExperimentSpec::from_file(&dir.spec_file())?;
+        let stored_variants = stored.load()?;
+        if options.spec_file.is_some() || !options.overrides.is_empty() {
+            let given = given_spec(options, Some(&stored))?;
+            let given_variants = given.load()?;
+            let diffs = given.differences(&given_variants, &stored, &stored_variants);
+            if !diffs.is_empty() {
+                return Err(refuse(format!(
+                    "--resume: this experiment was started with other settings ({}); resume it with `--resume` alone, or start a new one in another --dir",
+                    diffs.join("; ")
+                )));
+            }
+        }
+        let state = if dir.state_file().is_file() { ExperimentState::load(&dir.state_file())? } else { ExperimentState::default() };
+        (stored, stored_variants, state)
+    } else {
+        let given = given_spec(options, None)?;
+        let variants = given.load()?;
+        if exists {
+            let stored = ExperimentSpec::from_file(&dir.spec_file())?;
+            let same = stored.load().map(|sv| given.differences(&variants, &stored, &sv)).unwrap_or_default();
+            return Err(refuse(if same.is_empty() {
+                "already holds this experiment: continue it with --resume, or choose another --dir".into()
+            } else {
+                format!("holds a different experiment ({}): choose another --dir (or continue that one with --resume)", same.join("; "))
+            }));
+        }
+        if dir.root.exists() && !is_empty_dir(&dir.root) {
+            return Err(refuse("is not empty and holds no experiment (no experiment.toml): choose a new or empty --dir".into()));
+        }
+        for path in [dir.root.join("configs"), dir.root.join("runs"), dir.model_zero_dir(), dir.players(), dir.logs()] {
+            std::fs::create_dir_all(&path).map_err(io(&path))?;
+        }
+        for v in &variants {
+            koma_nn::checkpoint::write_atomic(&dir.config_copy(&v.name), v.text.as_bytes())?;
+        }
+        let state = ExperimentState::default();
+        state.save(&dir.state_file())?;
+        // Last: from now on the directory holds this experiment.
+        koma_nn::checkpoint::write_atomic(&dir.spec_file(), given.resolved_text().as_bytes())?;
+        (given, variants, state)
+    };
+    let mut state = state;
+    state.invocations.push(options.command_line.clone());
+    state.save(&dir.state_file())?;
+    let model_zero = model_zero_plan(&dir, &variants);
+    let seed = variants[0].config.run.seed;
+    for (path, members) in &model_zero {
+        if !path.is_file() {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            crate::pipeline::write_model_zero(path, &variants[members[0]].config.model, seed)?;
+        }
+    }
+    Ok(Prepared { dir, spec, variants, state, resumed: options.resume, model_zero })
+}
+
+/// Trains every variant that still needs it, plays the matches, and builds the report
+/// (`report.json`; the caller draws the plot and writes `report.md` with [`write_markdown`]).
+pub fn run(prepared: &Prepared, options: &ExperimentOptions, events: &Sender<ExperimentEvent>) -> Result<Outcome> {
+    let variants = &prepared.variants;
+    let mut ctx = Context {
+        dir: prepared.dir.clone(),
+        spec: &prepared.spec,
+        state: prepared.state.clone(),
+        exe: options.exe.clone(),
+        stop: options.stop.clone(),
+        events,
+    };
+    // 1. Training, one variant after another.
+    for (index, v) in variants.iter().enumerate() {
+        let m0 = &prepared.model_zero.iter().find(|(_, members)| members.contains(&index)).expect("every variant has a model 0").0;
+        if training::train(&mut ctx, index, v, m0)? == Flow::Interrupted {
+            return Ok(Outcome::Interrupted);
+        }
+    }
+    // 2. The matches.
+    let mut m0_players = Vec::new();
+    for (group, (path, members)) in prepared.model_zero.iter().enumerate() {
+        let player = model_zero_player(&ctx.dir, &prepared.model_zero, group, variants);
+        if !player.is_file() {
+            crate::run_dir::copy_checkpoint(path, &player)?;
+        }
+        m0_players.push((player, members.clone()));
+    }
+    let plan = matches::plan(&ctx, variants, &m0_players)?;
+    let mut arena_config = variants[0].config.clone();
+    arena_config.arena.simulations = prepared.spec.simulations;
+    arena_config.arena.concurrency = prepared.spec.concurrency;
+    arena_config.arena.max_plies = prepared.spec.max_plies;
+    arena_config.arena.openings = prepared.spec.openings.clone();
+    let games_dir = RunDir::new(&ctx.dir.root);
+    let mut arena = Arena::new(&games_dir, &arena_config, options.stop.clone())?;
+    if matches::play(&mut ctx, &mut arena, &plan)? == Flow::Interrupted {
+        return Ok(Outcome::Interrupted);
+    }
+    drop(arena);
+    // 3. The report.
+    let seed = variants[0].config.run.seed;
+    let notes: Vec<report::ModelZero> = prepared
+        .model_zero
+        .iter()
+        .enumerate()
+        .map(|(group, (_, members))| report::ModelZero {
+            file: model_zero_player(&ctx.dir, &prepared.model_zero, group, variants)
+                .strip_prefix(&ctx.dir.root)
+                .map(Path::to_path_buf)
+                .unwrap_or_default()
+                .display()
+                .to_string(),
+            variants: members.iter().map(|&i| variants[i].name.clone()).collect(),
+            seed,
+        })
+        .collect();
+    let report = report::build(&ctx.dir, &prepared.spec, variants, &ctx.state, &notes)?;
+    Ok(Outcome::Complete(Box::new(report)))
+}
+
+/// Writes `report.md`; `plot` is the Elo-over-time image or why there is none.
+pub fn write_markdown(dir: &ExpDir, report: &ExperimentReport, plot: std::result::Result<&Path, &str>) -> Result<PathBuf> {
+    let text = report::markdown(report, plot);
+    koma_nn::checkpoint::write_atomic(&dir.report_md(), text.as_bytes())?;
+    Ok(dir.report_md())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(dir: &Path, variants: &[String], resume: bool) -> ExperimentOptions {
+        ExperimentOptions {
+            dir: dir.to_path_buf(),
+            spec_file: None,
+            overrides: SpecOverrides { cpu_minutes: Some(0.1), variants: variants.to_vec(), ..SpecOverrides::default() },
+            resume,
+            exe: PathBuf::from("koma"),
+            stop: Arc::new(AtomicBool::new(false)),
+            command_line: "koma experiment …".into(),
+        }
+    }
+
+    #[test]
+    fn prepare_sets_up_once_and_refuses_other_experiments() {
+        let tmp = tempfile::tempdir().unwrap();
+        let small = "[model]\nblocks = 1\nchannels = 8\n";
+        std::fs::write(tmp.path().join("a.toml"), small).unwrap();
+        std::fs::write(tmp.path().join("b.toml"), format!("{small}[selfplay]\nsimulations = 4\n")).unwrap();
+        std::fs::write(tmp.path().join("c.toml"), "[model]\nblocks = 1\nchannels = 16\n").unwrap();
+        let arg = |n: &str, f: &str| format!("{n}={}", tmp.path().join(f).display());
+        let exp = tmp.path().join("exp");
+        let ab = [arg("a", "a.toml"), arg("b", "b.toml")];
+        let p = prepare(&options(&exp, &ab, false)).unwrap();
+        assert_eq!(p.model_zero.len(), 1, "same [model]: one model 0");
+        assert!(p.model_zero[0].0.is_file());
+        assert!(exp.join("experiment.toml").is_file() && exp.join("configs/b.toml").is_file());
+        // Again without --resume: refused, and told to resume.
+        let e = prepare(&options(&exp, &ab, false)).unwrap_err().to_string();
+        assert!(e.contains("--resume"), "{e}");
+        // A different experiment in the same directory: refused, naming the difference.
+        let ac = [arg("a", "a.toml"), arg("c", "c.toml")];
+        let e = prepare(&options(&exp, &ac, false)).unwrap_err().to_string();
+        assert!(e.contains("different experiment") && e.contains("variants"), "{e}");
+        let e = prepare(&options(&exp, &ac, true)).unwrap_err().to_string();
+        assert!(e.contains("other settings"), "{e}");
+        // --resume alone reopens it from its own files, even if the user's config changed since.
+        std::fs::write(tmp.path().join("b.toml"), "[selfplay]\nsimulations = 5\n").unwrap();
+        let mut o = options(&exp, &[], true);
+        o.overrides = SpecOverrides::default();
+        let p2 = prepare(&o).unwrap();
+        assert_eq!(p2.variants[1].config.selfplay.simulations, 4);
+        assert_eq!(p2.state.invocations.len(), 2);
+        // Different [model]: one model 0 per shape.
+        let exp2 = tmp.path().join("exp2");
+        let p3 = prepare(&options(&exp2, &ac, false)).unwrap();
+        assert_eq!(p3.model_zero.len(), 2);
+        assert!(p3.model_zero[1].0.ends_with("model0/c/model-00000000.safetensors"));
+        // A non-empty directory that is not an experiment is refused.
+        let e = prepare(&options(tmp.path(), &ab, false)).unwrap_err().to_string();
+        assert!(e.contains("not empty"), "{e}");
+        let e = prepare(&options(&tmp.path().join("nothing"), &ab, true)).unwrap_err().to_string();
+        assert!(e.contains("not an experiment"), "{e}");
+    }
+}

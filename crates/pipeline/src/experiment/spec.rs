@@ -1,0 +1,408 @@
+//! What an experiment is: its variants (a name and a run config each), the budget every variant
+//! trains for, and the settings of the round robin that rates them. It comes from a TOML file
+//! (`koma experiment --spec FILE`), from command-line flags, or both; the resolved spec is written
+//! into the experiment directory as `experiment.toml`, so one file reproduces the experiment.
+//!
+//! ```toml
+//! cpu_minutes = 10          # or minutes = 10 (wall clock); exactly one of the two
+//! games = 32                # per pairing of the round robin
+//! [[variant]]
+//! name = "base"
+//! config = "../configs/tiny-cpu.toml"   # relative to this file
+//! [[variant]]
+//! name = "gumbel"
+//! config = "gumbel.toml"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{opening_suite_text, PipelineConfig};
+use crate::error::{io, PipelineError, Result};
+use crate::players::reference_factory;
+
+/// The reference every experiment includes; the ratings' anchor (0 Elo).
+pub const ANCHOR: &str = "greedy";
+
+/// Names a variant may not take: they would clash with players of the round robin.
+const RESERVED: [&str; 4] = ["greedy", "random", "mcts-material", "model0"];
+
+/// One variant: a name (a run directory `runs/NAME` and a player `NAME@SIMS`) and its config.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VariantSpec {
+    pub name: String,
+    /// The run config (as `koma pipeline --config` reads); in a spec file relative to the file.
+    pub config: PathBuf,
+}
+
+/// The whole experiment as a file holds it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExperimentSpec {
+    /// Budget per variant in wall-clock minutes (set this or `cpu_minutes`).
+    pub minutes: f64,
+    /// Budget per variant in minutes of process CPU time (user + system, all threads): fair even
+    /// when the machine's load changes between variants.
+    pub cpu_minutes: f64,
+    /// Games per pairing of the round robin (rounded up to colour-swapped pairs).
+    pub games: usize,
+    /// Simulations per move of every network player.
+    pub simulations: u32,
+    /// Opening suite of every match (`builtin:balanced-8`, a file of USI lines, or "" for the
+    /// start position only).
+    pub openings: String,
+    /// Reference players besides `greedy` (which is always in): `random`, `mcts-material[@N]`.
+    pub references: Vec<String>,
+    /// Intermediate checkpoints per variant on the Elo-over-time plot (evenly spaced in time).
+    pub curve_points: usize,
+    /// Games each of those plays against `greedy` and against model 0 (0: no curve).
+    pub curve_games: usize,
+    /// Games played at once in the matches.
+    pub concurrency: usize,
+    /// Game length limit of the matches, in plies (a draw when reached).
+    pub max_plies: u32,
+    #[serde(rename = "variant")]
+    pub variants: Vec<VariantSpec>,
+}
+
+impl Default for ExperimentSpec {
+    fn default() -> ExperimentSpec {
+        ExperimentSpec {
+            minutes: 0.0,
+            cpu_minutes: 0.0,
+            games: 32,
+            simulations: 32,
+            openings: "builtin:balanced-8".into(),
+            references: Vec::new(),
+            curve_points: 4,
+            curve_games: 8,
+            concurrency: 2,
+            max_plies: 256,
+            variants: Vec::new(),
+        }
+    }
+}
+
+/// How a variant's budget is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BudgetKind {
+    Wall,
+    Cpu,
+}
+
+impl BudgetKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            BudgetKind::Wall => "wall-clock",
+            BudgetKind::Cpu => "CPU",
+        }
+    }
+}
+
+/// Settings given on the command line; each one given replaces the spec file's (or, with
+/// `--resume`, must agree with the experiment's).
+#[derive(Clone, Debug, Default)]
+pub struct SpecOverrides {
+    pub minutes: Option<f64>,
+    pub cpu_minutes: Option<f64>,
+    pub games: Option<usize>,
+    pub simulations: Option<u32>,
+    pub openings: Option<String>,
+    pub references: Vec<String>,
+    pub curve_points: Option<usize>,
+    pub curve_games: Option<usize>,
+    pub concurrency: Option<usize>,
+    pub max_plies: Option<u32>,
+    /// `NAME=CONFIG` or `CONFIG` (named after the file's stem), paths relative to the working
+    /// directory.
+    pub variants: Vec<String>,
+}
+
+impl SpecOverrides {
+    pub fn is_empty(&self) -> bool {
+        self.minutes.is_none()
+            && self.cpu_minutes.is_none()
+            && self.games.is_none()
+            && self.simulations.is_none()
+            && self.openings.is_none()
+            && self.references.is_empty()
+            && self.curve_points.is_none()
+            && self.curve_games.is_none()
+            && self.concurrency.is_none()
+            && self.max_plies.is_none()
+            && self.variants.is_empty()
+    }
+}
+
+/// A variant with its config read and validated.
+#[derive(Clone, Debug)]
+pub struct Variant {
+    pub name: String,
+    /// Where the config was read from.
+    pub source: PathBuf,
+    pub text: String,
+    pub config: PipelineConfig,
+}
+
+fn bad(origin: &str, message: impl Into<String>) -> PipelineError {
+    PipelineError::Config { origin: origin.to_string(), message: message.into() }
+}
+
+/// `NAME=PATH`, or `PATH` named after its file stem.
+pub fn parse_variant_arg(arg: &str) -> Result<VariantSpec> {
+    let (name, path) = match arg.split_once('=') {
+        Some((name, path)) => (name.trim().to_string(), path.trim()),
+        None => {
+            let stem = Path::new(arg).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            (stem, arg.trim())
+        }
+    };
+    if path.is_empty() {
+        return Err(bad("--variant", format!("{arg:?}: expected NAME=CONFIG (a run config file)")));
+    }
+    Ok(VariantSpec { name, config: PathBuf::from(path) })
+}
+
+impl ExperimentSpec {
+    /// Parses a spec file's text; variant configs are taken relative to `base` (the file's
+    /// directory).
+    pub fn parse(text: &str, origin: &str, base: &Path) -> Result<ExperimentSpec> {
+        let mut spec: ExperimentSpec = toml::from_str(text).map_err(|e| bad(origin, e.message().to_string()))?;
+        for v in &mut spec.variants {
+            if v.config.is_relative() {
+                v.config = base.join(&v.config);
+            }
+        }
+        Ok(spec)
+    }
+
+    pub fn from_file(path: &Path) -> Result<ExperimentSpec> {
+        let text = std::fs::read_to_string(path).map_err(io(path))?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        ExperimentSpec::parse(&text, &path.display().to_string(), &base)
+    }
+
+    /// This spec with the command line's settings applied. Variants come from one place only.
+    pub fn with_overrides(mut self, o: &SpecOverrides) -> Result<ExperimentSpec> {
+        if let Some(m) = o.minutes {
+            self.minutes = m;
+            self.cpu_minutes = 0.0;
+        }
+        if let Some(m) = o.cpu_minutes {
+            self.cpu_minutes = m;
+            self.minutes = 0.0;
+        }
+        macro_rules! set {
+            ($($field:ident),*) => { $(if let Some(v) = &o.$field { self.$field = v.clone(); })* };
+        }
+        set!(games, simulations, openings, curve_points, curve_games, concurrency, max_plies);
+        if !o.references.is_empty() {
+            self.references = o.references.clone();
+        }
+        if !o.variants.is_empty() {
+            if !self.variants.is_empty() {
+                return Err(bad("--variant", "the spec file already lists variants: give them in one place (the file or --variant)"));
+            }
+            self.variants = o.variants.iter().map(|v| parse_variant_arg(v)).collect::<Result<_>>()?;
+        }
+        Ok(self)
+    }
+
+    pub fn budget(&self) -> (BudgetKind, f64) {
+        if self.cpu_minutes > 0.0 {
+            (BudgetKind::Cpu, self.cpu_minutes)
+        } else {
+            (BudgetKind::Wall, self.minutes)
+        }
+    }
+
+    /// The reference players of the round robin: `greedy` first, then the others once each.
+    pub fn reference_players(&self) -> Vec<String> {
+        let mut out = vec![ANCHOR.to_string()];
+        for r in &self.references {
+            if !out.contains(r) {
+                out.push(r.clone());
+            }
+        }
+        out
+    }
+
+    /// Checks the settings and reads every variant's config; errors name what is wrong.
+    pub fn load(&self) -> Result<Vec<Variant>> {
+        let origin = "experiment";
+        let budgets = [self.minutes, self.cpu_minutes];
+        if budgets.iter().any(|m| !(m.is_finite() && *m >= 0.0)) {
+            return Err(bad(origin, "the budget (minutes, cpu_minutes) must be a number of minutes ≥ 0"));
+        }
+        match (self.minutes > 0.0, self.cpu_minutes > 0.0) {
+            (false, false) => return Err(bad(origin, "no budget: give --minutes M (wall clock) or --cpu-minutes M (CPU time) per variant")),
+            (true, true) => return Err(bad(origin, "two budgets: give either minutes or cpu_minutes, not both")),
+            _ => {}
+        }
+        if self.games == 0 {
+            return Err(bad(origin, "games (per pairing) must be ≥ 1"));
+        }
+        if self.simulations == 0 {
+            return Err(bad(origin, "simulations must be ≥ 1"));
+        }
+        if self.concurrency == 0 {
+            return Err(bad(origin, "concurrency must be ≥ 1"));
+        }
+        if self.max_plies == 0 {
+            return Err(bad(origin, "max_plies must be ≥ 1"));
+        }
+        opening_suite_text(&self.openings).map_err(|e| bad(origin, e))?;
+        for r in &self.references {
+            reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default()).map_err(|e| bad("references", e))?;
+        }
+        if self.variants.len() < 2 {
+            return Err(bad(
+                origin,
+                format!("an experiment compares at least two variants, got {}: give --variant NAME=CONFIG for each", self.variants.len()),
+            ));
+        }
+        let mut variants = Vec::new();
+        for v in &self.variants {
+            check_name(&v.name)?;
+            if variants.iter().any(|w: &Variant| w.name == v.name) {
+                return Err(bad("variants", format!("two variants are named {:?}: names must differ", v.name)));
+            }
+            let text = std::fs::read_to_string(&v.config).map_err(|e| {
+                bad(&format!("variant {:?}", v.name), format!("cannot read its config {}: {e}", v.config.display()))
+            })?;
+            let config = PipelineConfig::parse(&text, &format!("variant {:?} ({})", v.name, v.config.display()))?;
+            variants.push(Variant { name: v.name.clone(), source: v.config.clone(), text, config });
+        }
+        Ok(variants)
+    }
+
+    /// The spec as written into the experiment directory: variant configs point at the copies
+    /// in `configs/` (relative to the directory).
+    pub fn resolved_text(&self) -> String {
+        let mut spec = self.clone();
+        for v in &mut spec.variants {
+            v.config = PathBuf::from("configs").join(format!("{}.toml", v.name));
+        }
+        let body = toml::to_string(&spec).expect("an experiment spec serialises");
+        format!(
+            "# koma experiment: the resolved spec (docs/experiment.md). Rerun it elsewhere with\n\
+             #   koma experiment --spec THIS_FILE --dir NEW_DIR\n\
+             # Variant configs are copies, relative to this file.\n{body}"
+        )
+    }
+
+    /// Settings that differ from `other`'s (variant configs compared by content), as
+    /// `field: this → other` lines.
+    pub fn differences(&self, mine: &[Variant], other: &ExperimentSpec, theirs: &[Variant]) -> Vec<String> {
+        let mut out = Vec::new();
+        let a = serde_json::to_value(ExperimentSpec { variants: Vec::new(), ..self.clone() }).expect("serialises");
+        let b = serde_json::to_value(ExperimentSpec { variants: Vec::new(), ..other.clone() }).expect("serialises");
+        if let (Some(a), Some(b)) = (a.as_object(), b.as_object()) {
+            for (k, va) in a {
+                if b.get(k) != Some(va) {
+                    out.push(format!("{k}: {va} here, {} in the experiment", b.get(k).cloned().unwrap_or_default()));
+                }
+            }
+        }
+        let names = |v: &[Variant]| v.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        if names(mine) != names(theirs) {
+            out.push(format!("variants: {:?} here, {:?} in the experiment", names(mine), names(theirs)));
+        } else {
+            for (x, y) in mine.iter().zip(theirs) {
+                if x.config != y.config {
+                    out.push(format!("variant {:?}: its config ({}) differs from the experiment's copy", x.name, x.source.display()));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Variant names become directory and player names: letters, digits, `-`, `_`, `.`.
+fn check_name(name: &str) -> Result<()> {
+    let ok_chars = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && !name.starts_with('.');
+    if !ok_chars {
+        return Err(bad("variants", format!("{name:?} is not a usable variant name (letters, digits, '-', '_', '.')")));
+    }
+    if RESERVED.contains(&name) {
+        return Err(bad("variants", format!("{name:?} is the name of a player of the round robin; choose another variant name")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn spec_files_resolve_configs_relative_to_themselves() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        write(&dir.path().join("sub"), "a.toml", "[run]\nseed = 1\n");
+        write(&dir.path().join("sub"), "b.toml", "[run]\nseed = 2\n");
+        let spec_file = write(
+            &dir.path().join("sub"),
+            "exp.toml",
+            "cpu_minutes = 2\ngames = 4\n[[variant]]\nname = \"a\"\nconfig = \"a.toml\"\n[[variant]]\nname = \"b\"\nconfig = \"b.toml\"\n",
+        );
+        let spec = ExperimentSpec::from_file(&spec_file).unwrap();
+        assert_eq!(spec.budget(), (BudgetKind::Cpu, 2.0));
+        assert_eq!(spec.games, 4);
+        assert_eq!(spec.simulations, 32, "defaults fill the rest");
+        let variants = spec.load().unwrap();
+        assert_eq!(variants[1].config.run.seed, 2);
+        // The resolved text parses back to the same settings, with configs under configs/.
+        let back = ExperimentSpec::parse(&spec.resolved_text(), "resolved", Path::new("X")).unwrap();
+        assert_eq!(back.variants[0].config, Path::new("X/configs/a.toml"));
+        assert_eq!(ExperimentSpec { variants: Vec::new(), ..back }, ExperimentSpec { variants: Vec::new(), ..spec.clone() });
+        // Overrides: the command line's budget replaces the file's kind of budget.
+        let o = SpecOverrides { minutes: Some(3.0), games: Some(10), ..SpecOverrides::default() };
+        let s2 = spec.clone().with_overrides(&o).unwrap();
+        assert_eq!((s2.budget(), s2.games), ((BudgetKind::Wall, 3.0), 10));
+        let o = SpecOverrides { variants: vec!["x=a.toml".into()], ..SpecOverrides::default() };
+        assert!(spec.with_overrides(&o).unwrap_err().to_string().contains("one place"));
+    }
+
+    #[test]
+    fn bad_specs_are_errors_that_say_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.toml", "");
+        let b = write(dir.path(), "b.toml", "[selfplay]\nsimulatons = 3\n");
+        let spec = |variants: &[&str], budget: f64| {
+            ExperimentSpec::default()
+                .with_overrides(&SpecOverrides { cpu_minutes: Some(budget), variants: variants.iter().map(|s| s.to_string()).collect(), ..Default::default() })
+                .unwrap()
+        };
+        let err = |s: ExperimentSpec| s.load().unwrap_err().to_string();
+        let a_arg = format!("x={}", a.display());
+        assert!(err(spec(&[&a_arg], 1.0)).contains("at least two variants"));
+        assert!(err(spec(&[&a_arg, &a_arg], 1.0)).contains("two variants are named \"x\""));
+        assert!(err(spec(&[&a_arg, "y=/no/such/file.toml"], 1.0)).contains("/no/such/file.toml"));
+        let e = err(spec(&[&a_arg, &format!("y={}", b.display())], 1.0));
+        assert!(e.contains("variant \"y\"") && e.contains("simulatons"), "{e}");
+        assert!(err(spec(&[&a_arg, &format!("greedy={}", a.display())], 1.0)).contains("greedy"));
+        assert!(err(spec(&[&a_arg, &format!("a/b={}", a.display())], 1.0)).contains("variant name"));
+        assert!(err(spec(&[&a_arg, &format!("y={}", a.display())], 0.0)).contains("no budget"));
+        // A bare path is named after its stem.
+        let s = spec(&[&a.display().to_string(), &format!("y={}", a.display())], 1.0);
+        assert_eq!(s.variants[0].name, "a");
+        assert_eq!(s.load().unwrap().len(), 2);
+        let mut both = s.clone();
+        both.minutes = 1.0;
+        assert!(err(both).contains("not both"));
+        let mut r = s;
+        r.references = vec!["stockfish".into()];
+        assert!(err(r).contains("stockfish"));
+        let e = ExperimentSpec::parse("gmaes = 3\n", "x.toml", Path::new(".")).unwrap_err().to_string();
+        assert!(e.contains("x.toml") && e.contains("gmaes"), "{e}");
+    }
+}

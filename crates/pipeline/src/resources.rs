@@ -1,0 +1,127 @@
+//! What a run costs the machine: process CPU time (the `[run] cpu_minutes` budget, and a child
+//! process's time for `koma experiment`) and the load average it ran under.
+
+use std::time::Duration;
+
+fn rusage_seconds(who: libc::c_int) -> f64 {
+    // SAFETY: getrusage only writes the struct it is given; a zeroed rusage is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(who, &mut usage) } != 0 {
+        return 0.0;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
+/// CPU time (user + system, every thread) this process has used so far, in seconds.
+pub fn process_cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_SELF)
+}
+
+/// CPU time of this process's children that have ended and been waited for, in seconds.
+pub fn children_cpu_seconds() -> f64 {
+    rusage_seconds(libc::RUSAGE_CHILDREN)
+}
+
+/// CPU time (user + system) of a running process from `/proc/PID/stat`; None when it is gone
+/// (or on a system without /proc).
+pub fn pid_cpu_seconds(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_ticks(&text).map(|ticks| ticks as f64 / clock_ticks_per_second())
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/PID/stat` line. The command name (field 2) is in
+/// parentheses and may hold spaces, so fields are counted after its closing parenthesis.
+fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state): utime is field 14, i.e. index 11 here.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if ticks > 0 {
+        ticks as f64
+    } else {
+        100.0
+    }
+}
+
+/// Whether a process with this id exists now (a zombie counts until it is reaped).
+pub fn pid_alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether the child `pid` has exited, without reaping it: its `/proc/PID/stat` then still
+/// holds its final CPU time (read it, then wait for it).
+pub fn child_exited(pid: u32) -> bool {
+    // SAFETY: waitid writes only the siginfo it is given; WNOWAIT leaves the child waitable.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let r = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        r == 0 && info.si_pid() != 0
+    }
+}
+
+/// The 1-, 5- and 15-minute load averages from `/proc/loadavg` (None where there is none).
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// A limit on this process's CPU time, counted from when it was made.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuBudget {
+    start: f64,
+    limit: f64,
+}
+
+impl CpuBudget {
+    pub fn new(limit: Duration) -> CpuBudget {
+        CpuBudget { start: process_cpu_seconds(), limit: limit.as_secs_f64() }
+    }
+
+    /// CPU seconds used since the budget was made.
+    pub fn used(&self) -> f64 {
+        process_cpu_seconds() - self.start
+    }
+
+    pub fn exhausted(&self) -> bool {
+        self.used() >= self.limit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_parse_even_with_odd_command_names() {
+        let line = "1234 (koma (x) y) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 9 0 100 0 0";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(325));
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn own_cpu_time_grows_and_is_visible_in_proc() {
+        let budget = CpuBudget::new(Duration::from_secs(3600));
+        let mut x = 0u64;
+        let t = std::time::Instant::now();
+        while t.elapsed() < Duration::from_millis(200) {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        assert!(budget.used() > 0.05, "{}", budget.used());
+        assert!(!budget.exhausted());
+        assert!(pid_cpu_seconds(std::process::id()).is_some_and(|s| s > 0.05));
+        assert!(pid_alive(std::process::id()));
+        if std::path::Path::new("/proc/loadavg").exists() {
+            assert!(load_average().is_some());
+        }
+    }
+}
