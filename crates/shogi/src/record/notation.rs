@@ -46,8 +46,10 @@ pub fn japanese_piece_char(pt: PieceType) -> char {
     }
 }
 
-/// Every spelling of a piece name that readers accept, longest first.
-pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 21] = [
+/// Every spelling of a piece name that readers accept, longest first. Besides the usual names,
+/// the one-character forms printed in diagrams and move text: 全 promoted silver, 今 or 圭
+/// promoted knight, 仝 or 杏 promoted lance, 个 or と tokin.
+pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 22] = [
     ("成銀", PieceType::ProSilver),
     ("成桂", PieceType::ProKnight),
     ("成香", PieceType::ProLance),
@@ -67,8 +69,9 @@ pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 21] = [
     ("馬", PieceType::Horse),
     ("龍", PieceType::Dragon),
     ("竜", PieceType::Dragon),
-    ("仝", PieceType::ProSilver),
-    ("个", PieceType::ProLance),
+    ("今", PieceType::ProKnight),
+    ("仝", PieceType::ProLance),
+    ("个", PieceType::ProPawn),
 ];
 
 /// Reads a piece name at the start of `s`; returns the type and the rest.
