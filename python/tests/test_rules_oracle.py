@@ -707,6 +707,8 @@ def ply_checks(line: str) -> dict:
     """For a USI position line: {ply: whether that ply gave check} for the plies whose result is
     seen (the root, i.e. the move that led to it, and every move after it), replayed by cshogi."""
     words = line.split()
+    if words[0] == "position":
+        words = words[1:]
     if words[0] == "startpos":
         board, rest = cshogi.Board(), words[1:]
     else:
