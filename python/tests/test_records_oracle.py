@@ -30,13 +30,13 @@ cshogi = pytest.importorskip("cshogi")
 import cshogi.CSA  # noqa: E402
 import cshogi.KI2  # noqa: E402
 import cshogi.KIF  # noqa: E402
-from cshogi_games import HANDICAPS, NOT_IN_CSHOGI_KIF, play  # noqa: E402
+from cshogi_games import HANDICAPS, play  # noqa: E402
 
 N_GAMES = int(os.environ.get("KOMA_RECORD_GAMES", "1000"))
 
 NAMES = list(HANDICAPS)
 # Names cshogi's KIF parser knows (its 手合割 table).
-CSHOGI_KIF_NAMES = set(NAMES) - NOT_IN_CSHOGI_KIF
+CSHOGI_KIF_NAMES = set(NAMES) - {"歩三兵", "裸玉"}
 
 BLACK, WHITE = 0, 1
 WIN = {BLACK: cshogi.BLACK_WIN, WHITE: cshogi.WHITE_WIN, None: cshogi.DRAW}

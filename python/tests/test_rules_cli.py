@@ -9,14 +9,31 @@ import cshogi
 import cshogi.KIF
 import pytest
 
-from cshogi_games import HANDICAPS, NOT_IN_CSHOGI_KIF
+from cshogi_games import HANDICAPS
 
-# koma's ASCII handicap names, in Handicap::ALL order (the KIF names are HANDICAPS' keys).
-ASCII = [
-    "even", "lance", "right-lance", "bishop", "rook", "rook-lance", "two-piece", "three-piece", "four-piece",
-    "five-piece", "left-five-piece", "six-piece", "left-seven-piece", "right-seven-piece", "eight-piece",
-    "ten-piece", "three-pawns", "naked-king",
-]
+# Every handicap of koma's Handicap::ALL: ASCII name → (KIF name, start SFEN).
+ALL = {
+    "even": ("平手", HANDICAPS["平手"]),
+    "lance": ("香落ち", HANDICAPS["香落ち"]),
+    "right-lance": ("右香落ち", "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "bishop": ("角落ち", HANDICAPS["角落ち"]),
+    "rook": ("飛車落ち", HANDICAPS["飛車落ち"]),
+    "rook-lance": ("飛香落ち", HANDICAPS["飛香落ち"]),
+    "two-piece": ("二枚落ち", HANDICAPS["二枚落ち"]),
+    "three-piece": ("三枚落ち", "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "four-piece": ("四枚落ち", HANDICAPS["四枚落ち"]),
+    "five-piece": ("五枚落ち", "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "left-five-piece": ("左五枚落ち", "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "six-piece": ("六枚落ち", HANDICAPS["六枚落ち"]),
+    "left-seven-piece": ("左七枚落ち", "2sgkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "right-seven-piece": ("右七枚落ち", "3gkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
+    "eight-piece": ("八枚落ち", HANDICAPS["八枚落ち"]),
+    "ten-piece": ("十枚落ち", HANDICAPS["十枚落ち"]),
+    "three-pawns": ("歩三兵", HANDICAPS["歩三兵"]),
+    "naked-king": ("裸玉", HANDICAPS["裸玉"]),
+}
+# cshogi 1.1.0's KIF reader knows every 手合割 but these.
+NOT_IN_CSHOGI_KIF = {"歩三兵", "裸玉", "左七枚落ち", "右七枚落ち"}
 
 
 def failing(koma_bin, *args, stdin=""):
@@ -27,8 +44,7 @@ def failing(koma_bin, *args, stdin=""):
 
 
 def test_every_handicap_by_name_and_in_kif(koma, tmp_path):
-    assert len(ASCII) == len(HANDICAPS)
-    for name, (kif_name, sfen) in zip(ASCII, HANDICAPS.items()):
+    for name, (kif_name, sfen) in ALL.items():
         shown = koma("show", "--handicap", name).stdout
         assert f"SFEN: {sfen}" in shown, (name, shown)
         assert f"SFEN: {sfen}" in koma("show", "--handicap", kif_name).stdout
@@ -50,6 +66,8 @@ def test_every_handicap_by_name_and_in_kif(koma, tmp_path):
         if kif_name not in NOT_IN_CSHOGI_KIF:
             parsed = cshogi.KIF.Parser.parse_file(str(kif))
             assert parsed.sfen == sfen, (name, parsed.sfen)
+            # cshogi's own table: the same start for the name.
+            assert cshogi.KIF.Parser.HANDYCAP_SFENS[kif_name] == sfen
             assert [cshogi.move_to_usi(m) for m in parsed.moves] == moves
 
 
@@ -69,7 +87,7 @@ def test_hodges_and_vietnamese_move_text(koma, koma_bin, tmp_path):
     usi.write_text("startpos moves 7g7f 3c3d 8h2b+ 3a2b\n")
     hodges = koma("convert", "--from", "usi", "--to", "notation", "--style", "hodges", str(usi)).stdout
     assert hodges.splitlines() == ["1. P-7f P-3d", "2. Bx2b+ Sx2b"]
-    two_piece = HANDICAPS["二枚落ち"]
+    two_piece = ALL["two-piece"][1]
     usi.write_text(f"sfen {two_piece} moves 3c3d 7g7f\n")
     hodges = koma("convert", "--from", "usi", "--to", "notation", "--style", "hodges", str(usi)).stdout
     assert hodges.splitlines() == ["1. ... P-3d", "2. P-7f"]
@@ -112,7 +130,7 @@ def test_arena_takes_the_rules_and_a_handicap(koma, koma_bin, tmp_path):
         "--results", str(out / "results.jsonl"), "--records", str(out / "games"),
     )
     lines = [json.loads(l) for l in (out / "results.jsonl").read_text().splitlines()]
-    assert len(lines) == 2 and all(l["start"] == HANDICAPS["三枚落ち"] for l in lines), lines
+    assert len(lines) == 2 and all(l["start"] == ALL["three-piece"][1] for l in lines), lines
     for args in (["--impasse", "bogus"], ["--max-moves-rule", "sometimes"], ["--handicap", "nine-piece"]):
         err = failing(koma_bin, "arena", "--player", "random", "--player", "random", "--games", "2", *args,
                       "--results", str(tmp_path / "r.jsonl"), "--records", str(tmp_path / "g"))

@@ -33,7 +33,7 @@ cshogi = pytest.importorskip("cshogi")
 h5py = pytest.importorskip("h5py")
 import cshogi.CSA  # noqa: E402
 import cshogi.KIF  # noqa: E402
-from cshogi_games import HANDICAPS as ALL_STARTS, NOT_IN_CSHOGI_KIF  # noqa: E402
+from cshogi_games import HANDICAPS as ALL_STARTS  # noqa: E402
 
 GAMES_PER_RUN = 25
 MAX_PLIES = 120
@@ -67,7 +67,7 @@ STARTPOS = ALL_STARTS["平手"]
 HANDICAPS = {name: sfen for name, sfen in ALL_STARTS.items() if sfen != STARTPOS}
 OPENING_SFENS = [line[len("sfen "):] for line in OPENINGS.splitlines() if line.startswith("sfen ")]
 # Starts whose KIF form cshogi's KIF parser reads (it knows no board diagrams, 歩三兵 or 裸玉).
-CSHOGI_KIF_STARTS = {STARTPOS} | {s for name, s in HANDICAPS.items() if name not in NOT_IN_CSHOGI_KIF}
+CSHOGI_KIF_STARTS = {STARTPOS} | {s for name, s in HANDICAPS.items() if name not in ("歩三兵", "裸玉")}
 
 # game_end codes (docs/data-format.md).
 CHECKMATE, RESIGNATION, REPETITION, PERPETUAL, DECLARATION, TRY, MAX_MOVES = range(7)
