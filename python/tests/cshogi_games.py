@@ -7,7 +7,9 @@ import random
 
 import cshogi
 
-# koma's Handicap::ALL, the even game first: KIF name (手合割) → start SFEN.
+# koma's twelve classic handicaps (Handicap::ALL less right-lance, three-piece, five-piece,
+# left-five-piece and the seven-piece starts, which test_rules_cli.py checks against cshogi's KIF
+# table), the even game first: KIF name (手合割) → start SFEN.
 HANDICAPS = {
     "平手": "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
     "香落ち": "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",

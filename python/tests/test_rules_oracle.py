@@ -30,6 +30,10 @@ HANDICAPS = {
     "ten-piece": "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
     "three-pawns": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 3p 1",
     "naked-king": "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "right-lance": "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "three-piece": "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "five-piece": "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "left-five-piece": "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
 }
 STARTS = {"even": STARTPOS, **HANDICAPS}
 
@@ -427,18 +431,47 @@ def expected_impasse_status(sfen: str, rule: str) -> str:
     raise ValueError(rule)
 
 
-def expected_try_status(sfen: str, legal: set) -> str:
+def king_entered(board: dict, black: bool) -> bool:
+    """Whether the king stands in its promotion zone (ranks a-c for Black, g-i for White)."""
+    return king_square(board, black)[1] in ((1, 2, 3) if black else (7, 8, 9))
+
+
+def expected_try_status(sfen: str, legal: set, unconditional: bool = False) -> str:
+    """The Try rule as the seeds word it: once both kings have entered their promotion zones, the
+    side that first brings its king to the enemy king's starting square wins (5a for Black, 5i for
+    White). `unconditional`: the variant without the condition on the kings."""
     board, side, _, _ = parse_sfen(sfen)
     black = side == "b"
-    if king_square(board, not black) == ((5, 9) if black else (5, 1)):
+    if king_square(board, not black) == ((5, 9) if black else (5, 1)) and (unconditional or king_entered(board, black)):
         return "try_loss"
     if not legal:
         return "checkmate"
     kf, kr = king_square(board, black)
     target = (5, 1) if black else (5, 9)
-    if max(abs(kf - target[0]), abs(kr - target[1])) == 1 and square_name(kf, kr) + square_name(*target) in legal:
+    step = max(abs(kf - target[0]), abs(kr - target[1])) == 1 and square_name(kf, kr) + square_name(*target) in legal
+    if step and (unconditional or king_entered(board, not black)):
         return "declaration_win"
     return "ongoing"
+
+
+def expected_jishogi_status(sfen: str, legal: set) -> str:
+    """Jishogi by agreement with the professional count, adjudicated once both kings have entered:
+    every piece on the board and in hand, rook and bishop 5, others 1; fewer than 24 loses,
+    otherwise a draw (both short: a draw)."""
+    board, side, hands, _ = parse_sfen(sfen)
+    black = side == "b"
+    if not legal:
+        return "checkmate"
+    if not (king_entered(board, True) and king_entered(board, False)):
+        return "ongoing"
+
+    def points(of_black: bool) -> int:
+        on_board = [p.lstrip("+") for p in board.values() if p.lstrip("+").isupper() == of_black and p.upper() != "K"]
+        total = sum(5 if p.upper() in "BR" else 1 for p in on_board)
+        return total + sum(n * (5 if c.upper() in "BR" else 1) for c, n in hands.items() if c.isupper() == of_black)
+
+    mine, theirs = points(black) < 24, points(not black) < 24
+    return "jishogi_win" if theirs and not mine else "jishogi_loss" if mine and not theirs else "jishogi_draw"
 
 
 def test_random_placements_match_cshogi():
@@ -451,7 +484,8 @@ def test_random_placements_match_cshogi():
     lines = [f"sfen {s}" for s in sfens]
     # The other impasse rules on part of the positions only: the legal moves are the same.
     subset = 8_000
-    answers = {rule: run_rules(lines if rule == "csa27" else lines[:subset], "--impasse", rule) for rule in ("csa27", "jsa24", "try", "none")}
+    rules = ("csa27", "jsa24", "try", "try-unconditional", "jishogi", "none")
+    answers = {rule: run_rules(lines if rule == "csa27" else lines[:subset], "--impasse", rule) for rule in rules}
     stats = {"in_check": 0, "only_king_moves_in_check": 0, "checkmate": 0, "uchifuzume": 0}
     statuses = {rule: {} for rule in answers}
     for i, sfen in enumerate(sfens):
@@ -474,6 +508,8 @@ def test_random_placements_match_cshogi():
             "csa27": "checkmate" if not legal else csa,
             "jsa24": "checkmate" if not legal else jsa,
             "try": expected_try_status(sfen, legal),
+            "try-unconditional": expected_try_status(sfen, legal, unconditional=True),
+            "jishogi": expected_jishogi_status(sfen, legal),
             "none": "checkmate" if not legal else "ongoing",
         }
         for rule, ans in answers.items():
@@ -489,7 +525,10 @@ def test_random_placements_match_cshogi():
             stats["only_king_moves_in_check"] += bool(legal) and all(m.startswith(king) for m in legal)
     print(f"\ncompared {len(sfens)} random placements with cshogi: {stats}; statuses {statuses}")
     assert stats["in_check"] >= 3000 and stats["checkmate"] >= 100 and stats["uchifuzume"] >= 60
-    assert statuses["try"].get("try_loss", 0) >= 50 and statuses["try"].get("declaration_win", 0) >= 50
+    assert statuses["try-unconditional"].get("try_loss", 0) >= 50 and statuses["try-unconditional"].get("declaration_win", 0) >= 50
+    assert statuses["try"].get("try_loss", 0) >= 5 and statuses["try"].get("declaration_win", 0) >= 5
+    assert statuses["try"].get("try_loss", 0) < statuses["try-unconditional"].get("try_loss", 0)
+    assert sum(statuses["jishogi"].get(s, 0) for s in ("jishogi_win", "jishogi_loss", "jishogi_draw")) >= 50
 
 
 # ---------------------------------------------------------------------------------------------
@@ -664,6 +703,37 @@ def test_repetition_and_perpetual_check():
     assert counts["perpetual_check_win"] >= 40 and counts["perpetual_check_loss"] >= 40 and counts["repetition_draw"] >= 200
 
 
+def ply_checks(line: str) -> dict:
+    """For a USI position line: {ply: whether that ply gave check} for the plies whose result is
+    seen (the root, i.e. the move that led to it, and every move after it), replayed by cshogi."""
+    words = line.split()
+    if words[0] == "position":
+        words = words[1:]
+    if words[0] == "startpos":
+        board, rest = cshogi.Board(), words[1:]
+    else:
+        end = words.index("moves") if "moves" in words else len(words)
+        board, rest = cshogi.Board(" ".join(words[1:end])), words[end:]
+    root = int(board.sfen().split()[3]) - 1
+    seen = {root: board.is_check()}
+    for i, usi in enumerate(rest[1:], start=1):
+        board.push_usi(usi)
+        seen[root + i] = board.is_check()
+    return seen
+
+
+def expected_move_limit(checks: dict, plies: int, limit: int, rule: str) -> bool:
+    """Whether the game is over by the move limit, as the rules word it. draw: once `limit` plies
+    are played. checks (JSA): drawn after the move at the limit unless it is a check; then play goes
+    on while every move of the checking side (plies limit, limit + 2, ...) is a check, and is drawn
+    at the first one that is not. Plies not seen (before the position was set up) count as checks."""
+    if plies < limit:
+        return False
+    if rule == "draw":
+        return True
+    return any(not checks.get(ply, True) for ply in range(limit, plies + 1, 2))
+
+
 def test_move_limit_variants():
     """--max-plies with both --max-moves-rule variants, on games from the playouts."""
     cases = []
@@ -679,18 +749,70 @@ def test_move_limit_variants():
         board = cshogi.Board(sfen)
         cases.append((f"sfen {sfen}", {"legal": usi_moves(board), "in_check": board.is_check(), "sfen": sfen,
                                        "repetition": None, "plies": int(sfen.split()[3]) - 1, "nyugyoku": board.is_nyugyoku()}))
+    checks = [ply_checks(line) for line, _ in cases]
     seen = set()
     for limit in (20, 56, 57):
         for rule in ("draw", "checks"):
             answers = run_rules([line for line, _ in cases], "--max-plies", str(limit), "--max-moves-rule", rule)
-            for (line, e), a in zip(cases, answers):
+            for (line, e), c, a in zip(cases, checks, answers):
                 want = expected_status(e) if e["plies"] < MAX_PLIES else "max_moves_draw"
-                if want in ("ongoing", "declaration_win") and e["plies"] >= limit and not (rule == "checks" and e["in_check"]):
+                if want in ("ongoing", "declaration_win") and expected_move_limit(c, e["plies"], limit, rule):
                     want = "max_moves_draw"
                 assert a["status"] == want, f"--max-plies {limit} --max-moves-rule {rule}: koma {a['status']}, expected {want}: {line}"
                 seen.add((rule, want, e["in_check"]))
     assert ("draw", "max_moves_draw", True) in seen and ("checks", "ongoing", True) in seen
     assert ("checks", "max_moves_draw", False) in seen and ("draw", "ongoing", False) in seen
+
+
+def play_checking_game(rng: random.Random, plies: int, check_rate: float) -> list:
+    """A random game from the start position whose moves are checks whenever possible with
+    probability `check_rate`: long series of checks. Returns the USI moves; stops at mate."""
+    board, moves = cshogi.Board(), []
+    for _ in range(plies):
+        legal = list(board.legal_moves)
+        if not legal:
+            break
+        checking = []
+        for m in legal:
+            board.push(m)
+            if board.is_check():
+                checking.append(m)
+            board.pop()
+        m = rng.choice(checking) if checking and rng.random() < check_rate else rng.choice(legal)
+        board.push(m)
+        moves.append(cshogi.move_to_usi(m))
+    return moves
+
+
+def test_jsa_move_limit_plays_on_while_the_checks_go_on():
+    """The JSA move limit on games full of check series: every prefix of every game, at several
+    limits, judged from cshogi's check flags against the rule's wording; the plain rule beside it."""
+    rng = random.Random(17)
+    games = [play_checking_game(rng, 90, 0.8) for _ in range(40)]
+    lines, plies = [], []
+    for moves in games:
+        for k in range(len(moves) + 1):
+            lines.append("startpos moves " + " ".join(moves[:k]) if k else "startpos")
+            plies.append(k)
+    checks = [ply_checks(line) for line in lines]
+    seen = {}
+    for limit in (1, 10, 31, 60):
+        for rule in ("checks", "draw"):
+            answers = run_rules(lines, "--max-plies", str(limit), "--max-moves-rule", rule, "--impasse", "none")
+            for line, p, c, a in zip(lines, plies, checks, answers):
+                if a["status"] not in ("ongoing", "max_moves_draw"):
+                    # Mate or repetition end the game first; they are checked elsewhere.
+                    assert a["status"] in ("checkmate", "repetition_draw", "perpetual_check_win", "perpetual_check_loss"), a
+                    continue
+                want = "max_moves_draw" if expected_move_limit(c, p, limit, rule) else "ongoing"
+                assert a["status"] == want, f"--max-plies {limit} --max-moves-rule {rule}: koma {a['status']}, expected {want}: {line}"
+                if rule == "checks" and p > limit:
+                    seen[want] = seen.get(want, 0) + 1
+                    # After the checked side's reply within a series, the game goes on.
+                    if (p - limit) % 2 == 1 and all(c[q] for q in range(limit, p, 2)):
+                        assert a["status"] == "ongoing", line
+    print(f"\nJSA move limit: {seen}")
+    assert seen.get("ongoing", 0) >= 100 and seen.get("max_moves_draw", 0) >= 100
 
 
 # ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 //! check, declaration, the Try rule and the move limit end the game as the rules say.
 
 use koma_shogi::rules::GameRules;
-use koma_shogi::{Color, EndReason, GameResult, ImpasseRule, Move, Position, Status};
+use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 
 use crate::player::{Action, Player};
 
@@ -43,7 +43,7 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
             }
             Ok(Action::Resign) => return finish(moves, lose(EndReason::Resignation), None),
             Ok(Action::Declare) => {
-                if status == Status::DeclarationWin && rules.impasse != ImpasseRule::Try {
+                if status == Status::DeclarationWin && !rules.impasse.is_try() {
                     return finish(moves, GameResult { winner: Some(us), reason: EndReason::Declaration }, None);
                 }
                 let note = format!("{} ({us:?}) declared without the right to", player.name());

@@ -218,7 +218,7 @@ impl Player for MctsPlayer {
     }
 
     fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
-        if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && self.rules.impasse != koma_shogi::ImpasseRule::Try {
+        if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && !self.rules.impasse.is_try() {
             return Ok(Action::Declare);
         }
         let mut pos = pos.clone();

@@ -34,8 +34,11 @@ pub struct Options {
     pub byoyomi_margin: u64,
     /// `a` in cp = -a·ln(1/p − 1).
     pub eval_coef: u64,
-    /// How impasse (entering-king) games end: `csa27`, `jsa24`, `try`, `none`.
+    /// How impasse (entering-king) games end: `csa27`, `jsa24`, `try`, `try-unconditional`,
+    /// `jishogi`, `none`.
     pub impasse: String,
+    /// At the move limit: `draw`, or `checks` (JSA: play on while the checking side keeps checking).
+    pub max_moves_rule: String,
     /// Plies after which search scores the game as drawn (0: no limit).
     pub max_moves_to_draw: u64,
     /// Plies of the quick mate search before each move (0: off; `go mate` searches deeper).
@@ -59,6 +62,7 @@ impl Default for Options {
             byoyomi_margin: 300,
             eval_coef: DEFAULT_EVAL_COEF as u64,
             impasse: "csa27".into(),
+            max_moves_rule: "draw".into(),
             max_moves_to_draw: 0,
             mate_search_plies: 5,
         }
@@ -96,8 +100,9 @@ const SPECS: &[Spec] = &[
     Spec { name: "ResignThreshold", kind: Kind::Spin { min: 0, max: 100 } },
     Spec { name: "ByoyomiMargin", kind: Kind::Spin { min: 0, max: 60_000 } },
     Spec { name: "EvalCoef", kind: Kind::Spin { min: 1, max: 10_000 } },
-    Spec { name: "ImpasseRule", kind: Kind::Combo(&["csa27", "jsa24", "try", "none"]) },
+    Spec { name: "ImpasseRule", kind: Kind::Combo(&["csa27", "jsa24", "try", "try-unconditional", "jishogi", "none"]) },
     Spec { name: "MaxMovesToDraw", kind: Kind::Spin { min: 0, max: 100_000 } },
+    Spec { name: "MaxMovesRule", kind: Kind::Combo(&["draw", "checks"]) },
     Spec { name: "MateSearchPlies", kind: Kind::Spin { min: 0, max: 15 } },
 ];
 
@@ -151,6 +156,7 @@ impl Options {
             "EvalCoef" => Value::Number(self.eval_coef),
             "ImpasseRule" => Value::Text(self.impasse.clone()),
             "MaxMovesToDraw" => Value::Number(self.max_moves_to_draw),
+            "MaxMovesRule" => Value::Text(self.max_moves_rule.clone()),
             "MateSearchPlies" => Value::Number(self.mate_search_plies),
             other => unreachable!("unknown option {other}"),
         }
@@ -209,6 +215,7 @@ impl Options {
             ("EvalCoef", Value::Number(n)) => self.eval_coef = n,
             ("ImpasseRule", Value::Text(t)) => self.impasse = t,
             ("MaxMovesToDraw", Value::Number(n)) => self.max_moves_to_draw = n,
+            ("MaxMovesRule", Value::Text(t)) => self.max_moves_rule = t,
             ("MateSearchPlies", Value::Number(n)) => self.mate_search_plies = n,
             _ => unreachable!("option {}: kind and value disagree", spec.name),
         }
@@ -223,7 +230,7 @@ impl Options {
             } else {
                 self.max_moves_to_draw.min(u32::MAX as u64) as u32
             },
-            max_moves_rule: MaxMovesRule::Draw,
+            max_moves_rule: MaxMovesRule::from_name(&self.max_moves_rule).unwrap_or(MaxMovesRule::Draw),
             impasse: self.impasse_rule(),
             repetitions: 4,
         }

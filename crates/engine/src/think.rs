@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use koma_mcts::{RootChild, Search, SearchConfig, Selection};
-use koma_shogi::rules::{GameRules, ImpasseRule};
+use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};
 
 use crate::io::Output;
@@ -193,7 +193,7 @@ impl Job {
         }
         let rule = self.options.impasse_rule();
         if pos.declaration(rule) == Some(Status::DeclarationWin) {
-            if rule == ImpasseRule::Try {
+            if rule.is_try() {
                 if let Some(mv) = pos.try_move() {
                     self.out.line(&format!(
                         "info depth 1 score mate 1 nodes 0 time {} pv {}",

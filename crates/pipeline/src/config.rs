@@ -269,9 +269,10 @@ impl PipelineConfig {
         })
     }
 
-    /// The rules arena games are played under.
+    /// The rules arena games are played under: the run's rules ([selfplay] impasse and
+    /// max_moves_rule), with the arena's own game length.
     pub fn arena_rules(&self) -> koma_shogi::rules::GameRules {
-        koma_shogi::rules::GameRules { max_plies: self.arena.max_plies, ..koma_shogi::rules::GameRules::default() }
+        koma_shogi::rules::GameRules { max_plies: self.arena.max_plies, ..self.selfplay.rules().unwrap_or_default() }
     }
 }
 

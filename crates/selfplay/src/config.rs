@@ -34,7 +34,9 @@ pub struct SelfPlayConfig {
     pub openings_fraction: f32,
     /// Game length limit in plies (a draw when reached).
     pub max_plies: u32,
-    /// Impasse rule: csa27, jsa24, try or none.
+    /// At the move limit: `draw`, or `checks` (JSA: play on while the checking side keeps checking).
+    pub max_moves_rule: String,
+    /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
     pub impasse: String,
     pub seed: u64,
     pub search: SearchConfig,
@@ -58,6 +60,7 @@ impl Default for SelfPlayConfig {
             handicap_fraction: 0.05,
             openings_fraction: 0.0,
             max_plies: 512,
+            max_moves_rule: "draw".into(),
             impasse: "csa27".into(),
             seed: 1,
             search: SearchConfig::default(),
@@ -124,7 +127,9 @@ impl SelfPlayConfig {
     /// The game rules these settings play under.
     pub fn rules(&self) -> Result<GameRules, String> {
         let impasse = ImpasseRule::from_name(&self.impasse)
-            .ok_or_else(|| format!("impasse = {:?}: expected csa27, jsa24, try or none", self.impasse))?;
-        Ok(GameRules { max_plies: self.max_plies, max_moves_rule: MaxMovesRule::Draw, impasse, repetitions: 4 })
+            .ok_or_else(|| format!("impasse = {:?}: expected {}", self.impasse, ImpasseRule::expected()))?;
+        let max_moves_rule = MaxMovesRule::from_name(&self.max_moves_rule)
+            .ok_or_else(|| format!("max_moves_rule = {:?}: expected draw or checks", self.max_moves_rule))?;
+        Ok(GameRules { max_plies: self.max_plies, max_moves_rule, impasse, repetitions: 4 })
     }
 }

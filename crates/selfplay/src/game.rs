@@ -196,7 +196,7 @@ impl Game {
 }
 
 fn declaration_reason(rules: &GameRules) -> EndReason {
-    if rules.impasse == koma_shogi::ImpasseRule::Try {
+    if rules.impasse.is_try() {
         EndReason::Try
     } else {
         EndReason::Declaration

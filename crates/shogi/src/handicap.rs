@@ -9,6 +9,8 @@ pub enum Handicap {
     Even,
     /// 香落ち: White's left lance (1a).
     Lance,
+    /// 右香落ち: White's right lance (9a).
+    RightLance,
     /// 角落ち
     Bishop,
     /// 飛車落ち
@@ -17,10 +19,20 @@ pub enum Handicap {
     RookLance,
     /// 二枚落ち: rook and bishop.
     TwoPiece,
+    /// 三枚落ち: rook, bishop and the left lance (1a).
+    ThreePiece,
     /// 四枚落ち: rook, bishop, both lances.
     FourPiece,
+    /// 五枚落ち: rook, bishop, both lances and the right knight (8a).
+    FivePiece,
+    /// 左五枚落ち: rook, bishop, both lances and the left knight (2a).
+    LeftFivePiece,
     /// 六枚落ち: also both knights.
     SixPiece,
+    /// 左七枚落ち: six-piece and the left silver (3a).
+    LeftSevenPiece,
+    /// 右七枚落ち: six-piece and the right silver (7a).
+    RightSevenPiece,
     /// 八枚落ち: also both silvers.
     EightPiece,
     /// 十枚落ち: also both golds (king and pawns remain).
@@ -32,15 +44,22 @@ pub enum Handicap {
 }
 
 impl Handicap {
-    pub const ALL: [Handicap; 12] = [
+    /// Every handicap, the even game first, in the order of the KIF 手合割 list.
+    pub const ALL: [Handicap; 18] = [
         Handicap::Even,
         Handicap::Lance,
+        Handicap::RightLance,
         Handicap::Bishop,
         Handicap::Rook,
         Handicap::RookLance,
         Handicap::TwoPiece,
+        Handicap::ThreePiece,
         Handicap::FourPiece,
+        Handicap::FivePiece,
+        Handicap::LeftFivePiece,
         Handicap::SixPiece,
+        Handicap::LeftSevenPiece,
+        Handicap::RightSevenPiece,
         Handicap::EightPiece,
         Handicap::TenPiece,
         Handicap::ThreePawns,
@@ -51,12 +70,18 @@ impl Handicap {
         match self {
             Handicap::Even => STARTPOS_SFEN,
             Handicap::Lance => "lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::RightLance => "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::Bishop => "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::Rook => "lnsgkgsnl/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::RookLance => "lnsgkgsn1/7b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::TwoPiece => "lnsgkgsnl/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::ThreePiece => "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::FourPiece => "1nsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::FivePiece => "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::LeftFivePiece => "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::SixPiece => "2sgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::LeftSevenPiece => "2sgkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+            Handicap::RightSevenPiece => "3gkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::EightPiece => "3gkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::TenPiece => "4k4/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
             Handicap::ThreePawns => "4k4/9/9/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w 3p 1",
@@ -69,12 +94,18 @@ impl Handicap {
         match self {
             Handicap::Even => "even",
             Handicap::Lance => "lance",
+            Handicap::RightLance => "right-lance",
             Handicap::Bishop => "bishop",
             Handicap::Rook => "rook",
             Handicap::RookLance => "rook-lance",
             Handicap::TwoPiece => "two-piece",
+            Handicap::ThreePiece => "three-piece",
             Handicap::FourPiece => "four-piece",
+            Handicap::FivePiece => "five-piece",
+            Handicap::LeftFivePiece => "left-five-piece",
             Handicap::SixPiece => "six-piece",
+            Handicap::LeftSevenPiece => "left-seven-piece",
+            Handicap::RightSevenPiece => "right-seven-piece",
             Handicap::EightPiece => "eight-piece",
             Handicap::TenPiece => "ten-piece",
             Handicap::ThreePawns => "three-pawns",
@@ -87,12 +118,18 @@ impl Handicap {
         match self {
             Handicap::Even => "平手",
             Handicap::Lance => "香落ち",
+            Handicap::RightLance => "右香落ち",
             Handicap::Bishop => "角落ち",
             Handicap::Rook => "飛車落ち",
             Handicap::RookLance => "飛香落ち",
             Handicap::TwoPiece => "二枚落ち",
+            Handicap::ThreePiece => "三枚落ち",
             Handicap::FourPiece => "四枚落ち",
+            Handicap::FivePiece => "五枚落ち",
+            Handicap::LeftFivePiece => "左五枚落ち",
             Handicap::SixPiece => "六枚落ち",
+            Handicap::LeftSevenPiece => "左七枚落ち",
+            Handicap::RightSevenPiece => "右七枚落ち",
             Handicap::EightPiece => "八枚落ち",
             Handicap::TenPiece => "十枚落ち",
             Handicap::ThreePawns => "歩三兵",
@@ -100,8 +137,16 @@ impl Handicap {
         }
     }
 
+    /// Reads a name: the ASCII name (case-insensitive, `_` or a space for `-`) or the KIF name.
     pub fn from_name(name: &str) -> Option<Handicap> {
-        Handicap::ALL.into_iter().find(|h| h.name() == name || h.japanese_name() == name)
+        let name = name.trim();
+        let ascii = name.to_ascii_lowercase().replace(['_', ' '], "-");
+        Handicap::ALL.into_iter().find(|h| h.name() == ascii || h.japanese_name() == name)
+    }
+
+    /// The accepted ASCII names, for error messages.
+    pub fn names() -> String {
+        Handicap::ALL.iter().map(|h| h.name()).collect::<Vec<_>>().join(", ")
     }
 
     pub fn position(self) -> Position {

@@ -18,20 +18,62 @@ pub enum ImpasseRule {
     Csa27,
     /// The JSA amateur 24-point rule: same conditions, 31 points or more wins, 24–30 draws.
     Jsa24,
-    /// The Try rule: a king that safely reaches the enemy king's starting square (5a for Black,
-    /// 5i for White) wins at once.
+    /// The Try rule: once both kings have entered their promotion zones, the side that first
+    /// brings its king safely to the enemy king's starting square (5a for Black, 5i for White)
+    /// wins.
     Try,
+    /// The Try rule without the condition on the kings (what some engines call TryRule): reaching
+    /// the Try square wins wherever the other king stands.
+    TryUnconditional,
+    /// Jishōgi (持将棋) by agreement, with the professional count: as soon as both kings stand in
+    /// their promotion zones the game is adjudicated; each side counts all its pieces on the board
+    /// and in hand (king excluded), rook and bishop (promoted or not) 5, the others 1; a side with
+    /// fewer than 24 points loses, otherwise the game is drawn.
+    Agreement,
 }
 
 impl ImpasseRule {
-    pub fn from_name(name: &str) -> Option<ImpasseRule> {
-        match name {
-            "none" => Some(ImpasseRule::None),
-            "csa27" | "27" => Some(ImpasseRule::Csa27),
-            "jsa24" | "24" => Some(ImpasseRule::Jsa24),
-            "try" => Some(ImpasseRule::Try),
-            _ => None,
+    pub const ALL: [ImpasseRule; 6] =
+        [ImpasseRule::Csa27, ImpasseRule::Jsa24, ImpasseRule::Try, ImpasseRule::TryUnconditional, ImpasseRule::Agreement, ImpasseRule::None];
+
+    /// The option name (`--impasse`, configs, the engine's `ImpasseRule` option).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ImpasseRule::None => "none",
+            ImpasseRule::Csa27 => "csa27",
+            ImpasseRule::Jsa24 => "jsa24",
+            ImpasseRule::Try => "try",
+            ImpasseRule::TryUnconditional => "try-unconditional",
+            ImpasseRule::Agreement => "jishogi",
         }
+    }
+
+    /// Reads an option name (case-insensitive; `27`, `24` and `agreement` are accepted too).
+    pub fn from_name(name: &str) -> Option<ImpasseRule> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "27" => Some(ImpasseRule::Csa27),
+            "24" => Some(ImpasseRule::Jsa24),
+            "agreement" => Some(ImpasseRule::Agreement),
+            lower => ImpasseRule::ALL.into_iter().find(|r| r.name() == lower),
+        }
+    }
+
+    /// The accepted names, for error messages: `csa27, jsa24, try, try-unconditional, jishogi or none`.
+    pub fn expected() -> String {
+        let names: Vec<&str> = ImpasseRule::ALL.iter().map(|r| r.name()).collect();
+        format!("{} or {}", names[..names.len() - 1].join(", "), names[names.len() - 1])
+    }
+
+    /// Whether a winning "declaration" under this rule is the king's move to its Try square.
+    pub const fn is_try(self) -> bool {
+        matches!(self, ImpasseRule::Try | ImpasseRule::TryUnconditional)
+    }
+}
+
+impl std::str::FromStr for ImpasseRule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ImpasseRule, String> {
+        ImpasseRule::from_name(s).ok_or_else(|| format!("impasse rule {s:?}: expected {}", ImpasseRule::expected()))
     }
 }
 
@@ -40,9 +82,36 @@ impl ImpasseRule {
 pub enum MaxMovesRule {
     /// The game is drawn as soon as the limit is reached.
     Draw,
-    /// JSA style: drawn at the limit, unless a series of consecutive checks is in progress, which
-    /// plays on until it ends.
+    /// The JSA rule: the game is drawn after the move at the limit, unless that move is a check;
+    /// then it goes on while every move of the checking side is a check, and is drawn at the
+    /// first move of the checking side that is not a check (or ends by mate, repetition, …).
     DrawAfterChecks,
+}
+
+impl MaxMovesRule {
+    /// The option name: `draw` or `checks`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MaxMovesRule::Draw => "draw",
+            MaxMovesRule::DrawAfterChecks => "checks",
+        }
+    }
+
+    /// Reads an option name (case-insensitive; `jsa` is accepted for `checks`).
+    pub fn from_name(name: &str) -> Option<MaxMovesRule> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "draw" => Some(MaxMovesRule::Draw),
+            "checks" | "jsa" => Some(MaxMovesRule::DrawAfterChecks),
+            _ => None,
+        }
+    }
+}
+
+impl std::str::FromStr for MaxMovesRule {
+    type Err = String;
+    fn from_str(s: &str) -> Result<MaxMovesRule, String> {
+        MaxMovesRule::from_name(s).ok_or_else(|| format!("move-limit rule {s:?}: expected draw or checks"))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -81,6 +150,14 @@ pub enum Status {
     TryLoss,
     /// The move limit is reached: drawn.
     MaxMovesDraw,
+    /// Jishōgi by agreement (both kings entered): the side to move has 24 points or more and the
+    /// opponent fewer, so the side to move wins.
+    JishogiWin,
+    /// Jishōgi by agreement: the side to move has fewer than 24 points and the opponent 24 or
+    /// more, so the side to move loses.
+    JishogiLoss,
+    /// Jishōgi by agreement: drawn (both sides have 24 points or more, or both fewer).
+    JishogiDraw,
 }
 
 impl Status {
@@ -96,6 +173,9 @@ impl Status {
             Status::DeclarationDraw => "declaration_draw",
             Status::TryLoss => "try_loss",
             Status::MaxMovesDraw => "max_moves_draw",
+            Status::JishogiWin => "jishogi_win",
+            Status::JishogiLoss => "jishogi_loss",
+            Status::JishogiDraw => "jishogi_draw",
         }
     }
 
@@ -112,7 +192,8 @@ pub enum EndReason {
     Resignation,
     Repetition,
     PerpetualCheck,
-    /// Impasse declaration (入玉宣言), won or drawn by points.
+    /// An impasse decided by points: a declaration (入玉宣言), won or drawn, or jishōgi (持将棋)
+    /// by agreement.
     Declaration,
     /// The Try rule.
     Try,
@@ -140,6 +221,9 @@ impl GameResult {
             Status::PerpetualCheckLoss => (Some(!to_move), EndReason::PerpetualCheck),
             Status::TryLoss => (Some(!to_move), EndReason::Try),
             Status::MaxMovesDraw => (None, EndReason::MaxMoves),
+            Status::JishogiWin => (Some(to_move), EndReason::Declaration),
+            Status::JishogiLoss => (Some(!to_move), EndReason::Declaration),
+            Status::JishogiDraw => (None, EndReason::Declaration),
         };
         Some(GameResult { winner, reason })
     }
@@ -231,7 +315,8 @@ impl Position {
         (pieces_in_camp >= 10).then_some(points)
     }
 
-    /// Under the Try rule, the legal king move to the Try square, if the side to move has one.
+    /// The legal king move of the side to move to its Try square, if it has one (whether it wins
+    /// depends on the rule: see [`Position::declaration`]).
     pub fn try_move(&self) -> Option<crate::mv::Move> {
         let us = self.side_to_move();
         let target = try_square(us);
@@ -239,10 +324,83 @@ impl Position {
         (crate::attacks::king_attacks(self.king_square(us)).contains(target) && self.is_legal(m)).then_some(m)
     }
 
+    /// Whether `color`'s king stands in its promotion zone (the three ranks farthest from it).
+    pub fn king_entered(&self, color: Color) -> bool {
+        enemy_camp(color).contains(self.king_square(color))
+    }
+
+    /// Whether both kings stand in their promotion zones (the condition of the Try rule and of
+    /// jishōgi by agreement).
+    pub fn both_kings_entered(&self) -> bool {
+        self.king_entered(Color::Black) && self.king_entered(Color::White)
+    }
+
+    /// Whether the side to move has lost by the opponent's Try under `impasse`: the opponent's
+    /// king stands on its Try square and, under [`ImpasseRule::Try`], the side to move's king
+    /// stands in its promotion zone too (both kings have entered).
+    pub fn lost_by_try(&self, impasse: ImpasseRule) -> bool {
+        let us = self.side_to_move();
+        let tried = self.king_square(!us) == try_square(!us);
+        match impasse {
+            ImpasseRule::Try => tried && self.king_entered(us),
+            ImpasseRule::TryUnconditional => tried,
+            _ => false,
+        }
+    }
+
+    /// Whether the game is over by the move limit under `rules` (see [`MaxMovesRule`]). Plies
+    /// played are the SFEN move number − 1. Under the JSA rule the checking side's moves at the
+    /// limit and after it are judged from the position's history; moves made before the position
+    /// was set up (an SFEN with a high move number) are not known, and count as checks.
+    pub fn move_limit_reached(&self, rules: &GameRules) -> bool {
+        let plies = self.move_number().saturating_sub(1);
+        if plies < rules.max_plies {
+            return false;
+        }
+        match rules.max_moves_rule {
+            MaxMovesRule::Draw => true,
+            MaxMovesRule::DrawAfterChecks => {
+                // State j was reached by ply root + j; it was reached by a check when its
+                // checkers are non-empty. The checking side played plies limit, limit + 2, ….
+                let states = self.states();
+                let root = plies.saturating_sub(states.len() as u32 - 1);
+                (rules.max_plies..=plies)
+                    .step_by(2)
+                    .filter(|&ply| ply >= root)
+                    .any(|ply| states[(ply - root) as usize].checkers.is_empty())
+            }
+        }
+    }
+
+    /// Jishōgi points of `color` (the professional count): all its pieces on the board (king
+    /// excluded) and in hand, rook and bishop (promoted or not) 5, the others 1.
+    pub fn jishogi_points(&self, color: Color) -> u32 {
+        let own = self.pieces_of(color);
+        let big = own & (self.bishop_movers() | self.rook_movers());
+        let small = own.and_not(big).and_not(self.pieces_of_type(PieceType::King));
+        let hand = self.hand(color);
+        let hand_big = hand.count(PieceType::Bishop) + hand.count(PieceType::Rook);
+        5 * (big.count() + hand_big) + small.count() + hand.total() - hand_big
+    }
+
+    /// Under [`ImpasseRule::Agreement`]: once both kings have entered, the adjudicated result for
+    /// the side to move (`JishogiWin`, `JishogiLoss` or `JishogiDraw`).
+    pub fn jishogi(&self, impasse: ImpasseRule) -> Option<Status> {
+        if impasse != ImpasseRule::Agreement || !self.both_kings_entered() {
+            return None;
+        }
+        let us = self.side_to_move();
+        let short = |c: Color| self.jishogi_points(c) < 24;
+        Some(match (short(us), short(!us)) {
+            (false, true) => Status::JishogiWin,
+            (true, false) => Status::JishogiLoss,
+            _ => Status::JishogiDraw,
+        })
+    }
+
     /// The game status for the side to move under `rules`.
     pub fn status(&self, rules: &GameRules) -> Status {
-        let us = self.side_to_move();
-        if rules.impasse == ImpasseRule::Try && self.king_square(!us) == try_square(!us) {
+        if self.lost_by_try(rules.impasse) {
             return Status::TryLoss;
         }
         if !self.has_legal_move() {
@@ -254,18 +412,21 @@ impl Position {
             Repetition::OpponentPerpetualCheck => return Status::PerpetualCheckWin,
             Repetition::OwnPerpetualCheck => return Status::PerpetualCheckLoss,
         }
-        let plies = self.move_number() - 1;
-        if plies >= rules.max_plies && !(rules.max_moves_rule == MaxMovesRule::DrawAfterChecks && self.in_check()) {
+        if self.move_limit_reached(rules) {
             return Status::MaxMovesDraw;
+        }
+        if let Some(status) = self.jishogi(rules.impasse) {
+            return status;
         }
         self.declaration(rules.impasse).unwrap_or(Status::Ongoing)
     }
 
     /// `DeclarationWin` or `DeclarationDraw` if the side to move may declare now under `impasse`
-    /// (for the Try rule: has a legal king move to its Try square).
+    /// (for the Try rules: has a legal king move to its Try square, and under
+    /// [`ImpasseRule::Try`] the opponent's king stands in its promotion zone).
     pub fn declaration(&self, impasse: ImpasseRule) -> Option<Status> {
         match impasse {
-            ImpasseRule::None => None,
+            ImpasseRule::None | ImpasseRule::Agreement => None,
             ImpasseRule::Csa27 => {
                 let needed = if self.side_to_move() == Color::Black { 28 } else { 27 };
                 self.declaration_points().filter(|&p| p >= needed).map(|_| Status::DeclarationWin)
@@ -275,7 +436,8 @@ impl Position {
                 Some(p) if p >= 24 => Some(Status::DeclarationDraw),
                 _ => None,
             },
-            ImpasseRule::Try => self.try_move().map(|_| Status::DeclarationWin),
+            ImpasseRule::Try if !self.king_entered(!self.side_to_move()) => None,
+            ImpasseRule::Try | ImpasseRule::TryUnconditional => self.try_move().map(|_| Status::DeclarationWin),
         }
     }
 }

@@ -572,6 +572,114 @@ fn try_rule() {
     both_colours("4K4/9/9/9/9/9/9/9/k8 b - 1", |p, _| assert_eq!(p.status(&try_rules), Status::Ongoing));
 }
 
+#[test]
+fn try_rule_needs_both_kings_in_their_zones() {
+    let try_rules = rules(ImpasseRule::Try);
+    let anywhere = rules(ImpasseRule::TryUnconditional);
+    // White's king on 9f, outside its zone (ranks g–i): Black's king next to 5a may not Try yet
+    // under the Try rule; the unconditional variant allows it.
+    both_colours("9/4K4/9/9/9/k8/9/9/9 b - 1", |p, r| {
+        assert!(!p.both_kings_entered());
+        assert_eq!(p.try_move().map(|m| m.to_usi()), Some(r("5b5a")));
+        assert_eq!(p.status(&try_rules), Status::Ongoing);
+        assert_eq!(p.declaration(ImpasseRule::Try), None);
+        assert_eq!(p.status(&anywhere), Status::DeclarationWin);
+        let mut q = p.clone();
+        q.do_move(mv(&r("5b5a")));
+        assert!(!q.lost_by_try(ImpasseRule::Try) && q.lost_by_try(ImpasseRule::TryUnconditional));
+        assert_eq!(q.status(&try_rules), Status::Ongoing);
+        assert_eq!(q.status(&anywhere), Status::TryLoss);
+    });
+    // White's king on 9g, the first rank of its zone: both have entered, the Try wins.
+    both_colours("9/4K4/9/9/9/9/k8/9/9 b - 1", |p, r| {
+        assert!(p.both_kings_entered());
+        assert_eq!(p.status(&try_rules), Status::DeclarationWin);
+        let mut q = p.clone();
+        q.do_move(mv(&r("5b5a")));
+        assert_eq!(q.status(&try_rules), Status::TryLoss);
+        assert_eq!(q.status(&GameRules::default()), Status::Ongoing);
+    });
+    // The opponent's king on its Try square, the own king outside its zone: not lost under the
+    // Try rule (both kings have not entered), lost under the unconditional variant.
+    both_colours("9/9/9/9/K8/9/9/9/4k4 b - 1", |p, _| {
+        assert_eq!(p.status(&try_rules), Status::Ongoing);
+        assert_eq!(p.status(&anywhere), Status::TryLoss);
+    });
+    both_colours("9/9/K8/9/9/9/9/9/4k4 b - 1", |p, _| assert_eq!(p.status(&try_rules), Status::TryLoss));
+    // No other rule knows the Try.
+    for impasse in [ImpasseRule::None, ImpasseRule::Csa27, ImpasseRule::Jsa24, ImpasseRule::Agreement] {
+        assert!(!pos("9/9/K8/9/9/9/9/9/4k4 b - 1").lost_by_try(impasse));
+    }
+}
+
+#[test]
+fn jishogi_by_agreement() {
+    let agreement = rules(ImpasseRule::Agreement);
+    // Kings on 5c and 5g (both in their zones); everything else in hand. 54 points in all.
+    let both_in = |black: &str, white: &str| format!("9/9/4K4/9/9/9/4k4/9/9 b {black}{white} 1");
+    // Counting: rook and bishop class 5 (promoted too), everything else 1, board and hand, anywhere.
+    let p = pos("+R+B7/9/4K4/9/9/9/4k4/9/8+P b G2P 1");
+    assert_eq!(p.jishogi_points(Color::Black), 5 + 5 + 1 + 1 + 2);
+    assert_eq!(p.jishogi_points(Color::White), 0);
+    for (black, white, want) in [
+        ("RB14P", "rb4p", Status::JishogiWin),     // 24 v 14
+        ("RB13P", "rb14p", Status::JishogiLoss),   // 23 v 24
+        ("RB17P", "rb1p", Status::JishogiWin),     // 27 v 11
+        ("RB14P", "rb4g4s6p", Status::JishogiDraw), // 24 v 24: both have 24 or more
+        ("RB4G4S", "rb4n4l10p", Status::JishogiLoss), // 18 v 28
+    ] {
+        let sfen = both_in(black, white);
+        let p = pos(&sfen);
+        assert_eq!(p.status(&agreement), want, "Black to move: {sfen}");
+        let flipped = match want {
+            Status::JishogiWin => Status::JishogiLoss,
+            Status::JishogiLoss => Status::JishogiWin,
+            other => other,
+        };
+        // The same position with White to move, and the rotated position.
+        assert_eq!(pos(&sfen.replace(" b ", " w ")).status(&agreement), flipped, "White to move: {sfen}");
+        assert_eq!(pos(&rot_sfen(&sfen)).status(&agreement), want, "rotated: {sfen}");
+        assert!(pos(&sfen).status(&agreement).is_terminal());
+        // Other rules do not adjudicate.
+        assert_eq!(pos(&sfen).status(&rules(ImpasseRule::Csa27)), Status::Ongoing);
+    }
+    // Both kings short (a handicap game's material): drawn.
+    assert_eq!(pos(&both_in("R", "b")).status(&agreement), Status::JishogiDraw);
+    // One king outside its zone: no adjudication.
+    for sfen in ["9/9/9/4K4/9/9/4k4/9/9 b RB14P 1", "9/9/4K4/9/9/4k4/9/9/9 b RB14P 1"] {
+        assert_eq!(pos(sfen).status(&agreement), Status::Ongoing, "{sfen}");
+    }
+    // Mate and the move limit come first; no declaration under this rule.
+    let sfen = both_in("RB14P", "rb4p").replace(" 1", " 100");
+    assert_eq!(pos(&sfen).status(&GameRules { max_plies: 99, ..agreement }), Status::MaxMovesDraw);
+    // A position where the CSA rule would let Black declare: under this rule it is adjudicated.
+    assert_eq!(pos(&impasse_sfen(2, "RB", false, 'b')).status(&agreement), Status::JishogiWin);
+    // Results: the side to move wins, loses, or a draw; all impasse results.
+    let r = koma_shogi::GameResult::from_status(Status::JishogiLoss, Color::White).unwrap();
+    assert_eq!((r.winner, r.reason), (Some(Color::Black), koma_shogi::EndReason::Declaration));
+    let r = koma_shogi::GameResult::from_status(Status::JishogiDraw, Color::White).unwrap();
+    assert_eq!((r.winner, r.reason), (None, koma_shogi::EndReason::Declaration));
+}
+
+#[test]
+fn rule_names() {
+    for r in ImpasseRule::ALL {
+        assert_eq!(ImpasseRule::from_name(r.name()), Some(r));
+        assert_eq!(r.name().parse::<ImpasseRule>(), Ok(r));
+    }
+    assert_eq!(ImpasseRule::from_name("TRY"), Some(ImpasseRule::Try));
+    assert_eq!(ImpasseRule::from_name("27"), Some(ImpasseRule::Csa27));
+    assert_eq!(ImpasseRule::from_name("agreement"), Some(ImpasseRule::Agreement));
+    assert_eq!(ImpasseRule::expected(), "csa27, jsa24, try, try-unconditional, jishogi or none");
+    let err = "bogus".parse::<ImpasseRule>().unwrap_err();
+    assert!(err.contains("\"bogus\"") && err.contains("try-unconditional"), "{err}");
+    for r in [MaxMovesRule::Draw, MaxMovesRule::DrawAfterChecks] {
+        assert_eq!(MaxMovesRule::from_name(r.name()), Some(r));
+    }
+    assert!("sometimes".parse::<MaxMovesRule>().is_err());
+    assert!(ImpasseRule::Try.is_try() && ImpasseRule::TryUnconditional.is_try() && !ImpasseRule::Csa27.is_try());
+}
+
 // ---------------------------------------------------------------------------------------------
 // Move limit and precedence
 // ---------------------------------------------------------------------------------------------
@@ -585,11 +693,13 @@ fn max_plies_both_variants() {
     let c = statuses("8k/9/9/9/9/9/9/7R1/K8 b - 1", &moves, &checks);
     assert_eq!(d[..3], [Status::Ongoing; 3]);
     assert_eq!(c[..3], [Status::Ongoing; 3]);
-    // Ply 3 (1h2h) is a check: DrawAfterChecks plays on until the checks stop (ply 4).
+    // Ply 3 (1h2h) is a check: the JSA rule plays on while Black checks. White's reply (ply 4)
+    // leaves the game going; Black's next move (ply 5, 2h2g) is no check: drawn there.
     assert_eq!(d[3], Status::MaxMovesDraw);
     assert_eq!(c[3], Status::Ongoing);
     assert_eq!(d[4], Status::MaxMovesDraw);
-    assert_eq!(c[4], Status::MaxMovesDraw);
+    assert_eq!(c[4], Status::Ongoing);
+    assert_eq!(c[5], Status::MaxMovesDraw);
     assert_eq!(c[6], Status::MaxMovesDraw);
     // The SFEN move number counts: move 11 means 10 plies played.
     let ten = GameRules { max_plies: 10, ..GameRules::default() };
@@ -610,6 +720,47 @@ fn max_plies_both_variants() {
 }
 
 #[test]
+fn jsa_move_limit_plays_on_while_the_checks_go_on() {
+    let checks = |n| GameRules { max_plies: n, max_moves_rule: MaxMovesRule::DrawAfterChecks, ..GameRules::default() };
+    let moves: Vec<String> = ["2h1h", "1a2a", "1h2h", "2a1a", "2h1h", "1a2a", "1h1g", "2a3a"].iter().map(|m| m.to_string()).collect();
+    let start = "8k/9/9/9/9/9/9/7R1/K8 b - 1";
+    // Limit 1: Black checks at plies 1, 3 and 5; its move at ply 7 is no check: drawn there.
+    let s = statuses(start, &moves, &checks(1));
+    assert_eq!(s[..7], [Status::Ongoing; 7]);
+    assert_eq!(s[7..], [Status::MaxMovesDraw; 2]);
+    // Limit 2: the move at the limit (White's 1a2a) is no check: drawn at once.
+    let s = statuses(start, &moves, &checks(2));
+    assert_eq!(s[..2], [Status::Ongoing; 2]);
+    assert!(s[2..].iter().all(|&st| st == Status::MaxMovesDraw), "{s:?}");
+    // Limit 5 (a check at the limit) and 6 (a reply at the limit).
+    let s = statuses(start, &moves, &checks(5));
+    assert_eq!(s[5..], [Status::Ongoing, Status::Ongoing, Status::MaxMovesDraw, Status::MaxMovesDraw]);
+    let s = statuses(start, &moves, &checks(6));
+    assert_eq!(s[6..], [Status::MaxMovesDraw; 3]);
+    // White as the checking side (the same game turned round).
+    let rotated: Vec<String> = moves.iter().map(|m| rot_move(m)).collect();
+    let s = statuses(&rot_sfen(start), &rotated, &checks(1));
+    assert_eq!(s[..7], [Status::Ongoing; 7]);
+    assert_eq!(s[7..], [Status::MaxMovesDraw; 2]);
+    // A position set up at the limit: its own check (the move that led to it) is known.
+    assert_eq!(pos("8k/9/9/9/9/9/9/8R/K8 w - 11").status(&checks(10)), Status::Ongoing);
+    assert_eq!(pos("8k/9/9/9/9/9/9/7R1/K8 w - 11").status(&checks(10)), Status::MaxMovesDraw);
+    let mut p = pos("8k/9/9/9/9/9/9/8R/K8 w - 11");
+    play(&mut p, &["1a2a"]);
+    assert_eq!(p.status(&checks(10)), Status::Ongoing);
+    play(&mut p, &["1h1g"]);
+    assert_eq!(p.status(&checks(10)), Status::MaxMovesDraw);
+    // Mate during the series ends the game as a mate.
+    let mut p = pos("k8/9/1G7/9/9/9/9/9/4K4 b G 11");
+    play(&mut p, &["G*9b"]);
+    assert_eq!(p.status(&checks(10)), Status::Checkmate);
+    // The plain rule draws at the limit whatever the move.
+    let draw = GameRules { max_plies: 10, ..GameRules::default() };
+    assert_eq!(pos("8k/9/9/9/9/9/9/8R/K8 w - 11").status(&draw), Status::MaxMovesDraw);
+    assert!(pos("8k/9/9/9/9/9/9/8R/K8 w - 11").move_limit_reached(&draw));
+}
+
+#[test]
 fn status_precedence() {
     let limit = |n| GameRules { max_plies: n, ..GameRules::default() };
     // Checkmate beats the move limit.
@@ -626,11 +777,13 @@ fn status_precedence() {
     assert_eq!(pos(&sfen).status(&limit(99)), Status::MaxMovesDraw);
     assert_eq!(pos(&sfen).status(&limit(100)), Status::DeclarationWin);
     // The Try loss beats checkmate: Black is mated (gold 1h, defended by the pawn on 1g) and
-    // White's king stands on 5i.
+    // White's king stands on 5i. Black's king is outside its zone, so only the unconditional
+    // variant knows a Try here.
     let p = pos("9/9/9/9/9/9/8p/8g/4k3K b - 1");
     assert!(legal(&p).is_empty());
     assert_eq!(p.status(&GameRules::default()), Status::Checkmate);
-    assert_eq!(p.status(&rules(ImpasseRule::Try)), Status::TryLoss);
+    assert_eq!(p.status(&rules(ImpasseRule::TryUnconditional)), Status::TryLoss);
+    assert_eq!(p.status(&rules(ImpasseRule::Try)), Status::Checkmate);
     // Checkmate: no legal move, whether in check or not (stalemate is a loss too).
     let mated = pos("kn7/9/1G7/9/9/9/9/9/4K4 b L 1");
     let mut q = mated.clone();

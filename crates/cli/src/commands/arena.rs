@@ -14,6 +14,7 @@ use koma_arena::stats::Sprt;
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
 use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
 use koma_shogi::rules::GameRules;
+use koma_shogi::Handicap;
 
 use super::nn_args::RunArgs;
 
@@ -28,8 +29,12 @@ pub struct Args {
     #[arg(long, default_value_t = 100)]
     games: usize,
     /// Opening suite, one USI position per line (default: the start position).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "handicap")]
     openings: Option<PathBuf>,
+    /// Start every game from this handicap (`lance`, `right-lance`, `two-piece`, `three-piece`,
+    /// `five-piece`, `left-five-piece`, … or the KIF name such as 二枚落ち).
+    #[arg(long)]
+    handicap: Option<String>,
     /// Games played at once.
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
@@ -45,6 +50,12 @@ pub struct Args {
     /// Plies after which a game is drawn.
     #[arg(long, default_value_t = 320)]
     max_plies: u32,
+    /// At the move limit: `draw`, or `checks` (JSA: play on while the checking side keeps checking).
+    #[arg(long, default_value = "draw")]
+    max_moves_rule: String,
+    /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
+    #[arg(long, default_value = "csa27")]
+    impasse: String,
     /// Results are appended here, one JSON line per game.
     #[arg(long, default_value = "arena/results.jsonl")]
     results: PathBuf,
@@ -85,15 +96,24 @@ pub fn run(args: Args) -> Result<()> {
     if args.players.len() != 2 {
         bail!("--player must be given exactly twice (found {})", args.players.len());
     }
-    let rules = GameRules { max_plies: args.max_plies, ..GameRules::default() };
+    let rules = GameRules {
+        max_plies: args.max_plies,
+        max_moves_rule: args.max_moves_rule.parse().map_err(|e| anyhow::anyhow!("--max-moves-rule: {e}"))?,
+        impasse: args.impasse.parse().map_err(|e| anyhow::anyhow!("--impasse: {e}"))?,
+        ..GameRules::default()
+    };
     let a = factory(&args.players[0], args.simulations, args.byoyomi, rules, &args.run)?;
     let b = factory(&args.players[1], args.simulations, args.byoyomi, rules, &args.run)?;
-    let openings = match &args.openings {
-        Some(path) => {
+    let openings = match (&args.openings, &args.handicap) {
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
             read_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?
         }
-        None => Vec::new(),
+        (None, Some(name)) => match Handicap::from_name(name) {
+            Some(h) => vec![h.position()],
+            None => bail!("--handicap {name:?}: expected one of {}", Handicap::names()),
+        },
+        (None, None) => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
     let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()), cancel: None };

@@ -14,7 +14,8 @@ pub struct Args {
     /// Output format: csa, kif (Shift_JIS), kifu (UTF-8), ki2, usi, sfen, or notation.
     #[arg(long)]
     to: String,
-    /// Move text style for `--to notation`: western, vietnamese or japanese.
+    /// Move text style for `--to notation`: western (Hosking, `P-76`), hodges (`1. P-7f P-3d`),
+    /// vietnamese (letters, `T-76`), vietnamese-names (`Tốt-76`) or japanese.
     #[arg(long, default_value = "western")]
     style: String,
     /// A record file or a directory of them.
@@ -27,8 +28,18 @@ fn format(name: &str, flag: &str) -> Result<Format> {
     Format::from_name(name).with_context(|| format!("{flag} {name:?}: expected csa, kif, kifu, ki2, usi or sfen"))
 }
 
-/// One numbered move per line in the chosen style.
+const STYLES: &str = "western, hodges, vietnamese, vietnamese-names or japanese";
+
+/// One numbered move per line in the chosen style (Hodges: numbered move pairs).
 fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
+    if style == "hodges" {
+        let moves: Vec<_> = game.moves.iter().map(|m| m.mv).collect();
+        let mut out = notation::numbered_moves(&game.start, &moves, notation::hodges);
+        if let Some(result) = game.result {
+            out.push_str(&format!("{:?} {:?}\n", result.reason, result.winner));
+        }
+        return Ok(out);
+    }
     let mut pos = game.start.clone();
     let mut out = String::new();
     let mut previous_to = None;
@@ -36,8 +47,9 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
         let text = match style {
             "western" => notation::western(&pos, m.mv),
             "vietnamese" => notation::vietnamese(&pos, m.mv),
+            "vietnamese-names" => notation::vietnamese_names(&pos, m.mv),
             "japanese" => notation::japanese_with_mark(&pos, m.mv, previous_to),
-            other => bail!("--style {other:?}: expected western, vietnamese or japanese"),
+            other => bail!("--style {other:?}: expected {STYLES}"),
         };
         out.push_str(&format!("{:>4} {text}\n", i + 1));
         previous_to = Some(m.mv.to());
@@ -51,6 +63,9 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
 
 pub fn run(args: Args) -> Result<()> {
     let from = format(&args.from, "--from")?;
+    if !["western", "hodges", "vietnamese", "vietnamese-names", "japanese"].contains(&args.style.as_str()) {
+        bail!("--style {:?}: expected {STYLES}", args.style);
+    }
     if args.to == "notation" {
         let games = record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
         let mut text = String::new();

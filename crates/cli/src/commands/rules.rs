@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, Write};
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, Result};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::usi::parse_position;
 use serde_json::json;
@@ -14,24 +14,21 @@ pub struct Args {
     /// Plies after which the game is drawn.
     #[arg(long, default_value_t = 512)]
     max_plies: u32,
-    /// At the move limit: `draw`, or `checks` to play on while a series of checks continues (JSA).
+    /// At the move limit: `draw`, or `checks` (JSA): when the move at the limit is a check, play
+    /// on while every move of the checking side is a check; drawn at its first move that is not.
     #[arg(long, default_value = "draw")]
     max_moves_rule: String,
     /// Impasse rule: `csa27` (CSA 27-point declaration), `jsa24` (24-point: 31+ wins, 24–30 draws),
-    /// `try` (the Try rule) or `none`.
+    /// `try` (the Try rule, once both kings have entered), `try-unconditional`, `jishogi`
+    /// (jishōgi by agreement: adjudicated by the 24-point count once both kings have entered) or
+    /// `none`.
     #[arg(long, default_value = "csa27")]
     impasse: String,
 }
 
 fn game_rules(args: &Args) -> Result<GameRules> {
-    let Some(impasse) = ImpasseRule::from_name(&args.impasse) else {
-        bail!("--impasse {:?}: expected csa27, jsa24, try or none", args.impasse);
-    };
-    let max_moves_rule = match args.max_moves_rule.as_str() {
-        "draw" => MaxMovesRule::Draw,
-        "checks" => MaxMovesRule::DrawAfterChecks,
-        other => bail!("--max-moves-rule {other:?}: expected draw or checks"),
-    };
+    let impasse: ImpasseRule = args.impasse.parse().map_err(|e| anyhow!("--impasse: {e}"))?;
+    let max_moves_rule: MaxMovesRule = args.max_moves_rule.parse().map_err(|e| anyhow!("--max-moves-rule: {e}"))?;
     Ok(GameRules { max_plies: args.max_plies, max_moves_rule, impasse, ..GameRules::default() })
 }
 

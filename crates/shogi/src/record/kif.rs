@@ -21,22 +21,9 @@ use super::notation::{
 };
 use super::{end_marker_name, end_marker_reason, one_line, GameRecord, RecordMove, END_MARKER, HEADER_NAMES};
 
-/// Handicap names some KIF files use beyond [`Handicap`]'s, with their start positions.
-const EXTRA_HANDICAPS: [(&str, &str); 6] = [
-    ("右香落ち", "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-    ("三枚落ち", "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-    ("五枚落ち", "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-    ("左五枚落ち", "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-    ("左七枚落ち", "2sgkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-    ("右七枚落ち", "3gkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1"),
-];
-
 /// The start position a 手合割 name stands for (`その他` has none: the file gives a diagram).
 pub fn handicap_position(name: &str) -> Option<Position> {
-    if let Some(h) = Handicap::from_name(name) {
-        return Some(h.position());
-    }
-    EXTRA_HANDICAPS.iter().find(|(n, _)| *n == name).and_then(|(_, sfen)| Position::from_sfen(sfen).ok())
+    Handicap::from_name(name).map(Handicap::position)
 }
 
 /// End words of move lines, longest first.

@@ -1,5 +1,6 @@
-//! Move text for people: Western (Hosking) notation, its Vietnamese variant, and Japanese notation
-//! as KI2 records write it, with a reader for the Japanese form.
+//! Move text for people: Western notation (Hosking's numeric squares and Hodges' lettered ranks),
+//! its Vietnamese variant (letters or full piece names), and Japanese notation as KI2 records write
+//! it, with a reader for the Japanese form.
 //!
 //! All functions take the position *before* the move and a legal move; for an illegal move they
 //! still return some text and never panic.
@@ -46,8 +47,10 @@ pub fn japanese_piece_char(pt: PieceType) -> char {
     }
 }
 
-/// Every spelling of a piece name that readers accept, longest first.
-pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 21] = [
+/// Every spelling of a piece name that readers accept, longest first. Besides the usual names,
+/// the one-character forms printed in diagrams and move text: 全 promoted silver, 今 or 圭
+/// promoted knight, 仝 or 杏 promoted lance, 个 or と tokin.
+pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 22] = [
     ("成銀", PieceType::ProSilver),
     ("成桂", PieceType::ProKnight),
     ("成香", PieceType::ProLance),
@@ -67,8 +70,9 @@ pub(crate) const PIECE_SPELLINGS: [(&str, PieceType); 21] = [
     ("馬", PieceType::Horse),
     ("龍", PieceType::Dragon),
     ("竜", PieceType::Dragon),
-    ("仝", PieceType::ProSilver),
-    ("个", PieceType::ProLance),
+    ("今", PieceType::ProKnight),
+    ("仝", PieceType::ProLance),
+    ("个", PieceType::ProPawn),
 ];
 
 /// Reads a piece name at the start of `s`; returns the type and the rest.
@@ -149,25 +153,30 @@ fn digits(sq: Square) -> String {
     format!("{}{}", sq.file_index() + 1, sq.rank_index() + 1)
 }
 
-fn western_like(pos: &Position, m: Move, letter: fn(PieceType) -> String, paren_origin: bool) -> String {
+/// `7f` for 7f: the file digit and the rank letter (Hodges).
+fn file_and_letter(sq: Square) -> String {
+    format!("{}{}", sq.file_index() + 1, (b'a' + sq.rank_index()) as char)
+}
+
+fn western_like(pos: &Position, m: Move, letter: fn(PieceType) -> String, paren_origin: bool, square: fn(Square) -> String) -> String {
     let pt = moving_type(pos, m);
     let mut s = letter(pt);
     if m.is_drop() {
         s.push('*');
-        s.push_str(&digits(m.to()));
+        s.push_str(&square(m.to()));
         return s;
     }
     if !other_sources(pos, m, pt).is_empty() {
         if paren_origin {
             s.push('(');
-            s.push_str(&digits(m.from()));
+            s.push_str(&square(m.from()));
             s.push(')');
         } else {
-            s.push_str(&digits(m.from()));
+            s.push_str(&square(m.from()));
         }
     }
     s.push(if pos.piece_at(m.to()).is_some() { 'x' } else { '-' });
-    s.push_str(&digits(m.to()));
+    s.push_str(&square(m.to()));
     if m.is_promotion() {
         s.push('+');
     } else if promotion_possible(pos, m) {
@@ -206,14 +215,81 @@ fn vietnamese_letter(pt: PieceType) -> String {
 /// Western (Hosking) notation: `P-76`, `Bx22+`, `S-21=` (promotion declined), `N65-53+` (origin
 /// only when another piece of the kind could also move there), `P*55`, `+Rx24`.
 pub fn western(pos: &Position, m: Move) -> String {
-    western_like(pos, m, western_letter, false)
+    western_like(pos, m, western_letter, false, digits)
+}
+
+/// Hodges-style Western notation: as [`western`], with the rank as a letter a–i: `P-7f`, `Bx2b+`,
+/// `S-2a=`, `N6e-5c+` (origin only when ambiguous), `P*5e`, `+Rx2d`.
+pub fn hodges(pos: &Position, m: Move) -> String {
+    western_like(pos, m, western_letter, false, file_and_letter)
 }
 
 /// Vietnamese notation: the Western form with the Vietnamese Shogi Club's letters (V king, X rook,
 /// Tg bishop, Vg gold, B silver, M knight, Th lance, T pawn, `+` for promoted) and an ambiguous
 /// origin in parentheses: `T-76`, `Xx24`, `+Xx24`, `B-21+`, `M(65)-53+`, `T*55`.
 pub fn vietnamese(pos: &Position, m: Move) -> String {
-    western_like(pos, m, vietnamese_letter, true)
+    western_like(pos, m, vietnamese_letter, true, digits)
+}
+
+/// Vietnamese notation with full piece names ([`vietnamese_piece_name`]) instead of letters:
+/// `Tốt-76`, `Xex24`, `+Xex24`, `Bạc-21+`, `Mã(65)-53+`, `Tốt*55`.
+pub fn vietnamese_names(pos: &Position, m: Move) -> String {
+    western_like(pos, m, |pt| vietnamese_piece_name(pt).to_string(), true, digits)
+}
+
+/// The Vietnamese name of a piece type: Vua (king), Xe (rook), Tượng (bishop), Vàng (gold), Bạc
+/// (silver), Mã (knight), Thương (lance), Tốt (pawn); a promoted piece is its unpromoted name
+/// marked `+`, as the Vietnamese letter notation marks it: `+Xe`, `+Tượng`, `+Bạc`, `+Mã`,
+/// `+Thương`, `+Tốt`.
+pub fn vietnamese_piece_name(pt: PieceType) -> &'static str {
+    match pt {
+        PieceType::King => "Vua",
+        PieceType::Rook => "Xe",
+        PieceType::Bishop => "Tượng",
+        PieceType::Gold => "Vàng",
+        PieceType::Silver => "Bạc",
+        PieceType::Knight => "Mã",
+        PieceType::Lance => "Thương",
+        PieceType::Pawn => "Tốt",
+        PieceType::Dragon => "+Xe",
+        PieceType::Horse => "+Tượng",
+        PieceType::ProSilver => "+Bạc",
+        PieceType::ProKnight => "+Mã",
+        PieceType::ProLance => "+Thương",
+        PieceType::ProPawn => "+Tốt",
+    }
+}
+
+/// A whole game as numbered move pairs, one pair a line, in the given style: `1. P-7f P-3d`. When
+/// White moves first (a handicap game) the missing first move is `...`: `1. ... P-3d`.
+pub fn numbered_moves(start: &Position, moves: &[Move], text: fn(&Position, Move) -> String) -> String {
+    let mut pos = start.clone();
+    let mut out = String::new();
+    let mut number = 1;
+    if pos.side_to_move() == Color::White && !moves.is_empty() {
+        out.push_str("1. ...");
+    }
+    for &m in moves {
+        if pos.side_to_move() == Color::Black {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&format!("{number}."));
+        }
+        out.push(' ');
+        out.push_str(&text(&pos, m));
+        if pos.side_to_move() == Color::White {
+            number += 1;
+        }
+        if !pos.is_legal(m) {
+            break;
+        }
+        pos.do_move(m);
+    }
+    if !out.is_empty() {
+        out.push('\n');
+    }
+    out
 }
 
 /// A square's horizontal coordinate, growing towards the mover's left (file 9 side for Black).
@@ -474,6 +550,39 @@ mod tests {
         assert_eq!(western(&pos, mv(&pos, "6i5h")), "G69-58");
         assert_eq!(vietnamese(&pos, mv(&pos, "4i5h")), "Vg(49)-58");
         assert_eq!(japanese(&pos, mv(&pos, "7i7h"), None), "７八銀");
+    }
+
+    #[test]
+    fn hodges_and_vietnamese_names() {
+        let pos = Position::startpos();
+        assert_eq!(hodges(&pos, mv(&pos, "7g7f")), "P-7f");
+        assert_eq!(hodges(&pos, mv(&pos, "6i5h")), "G6i-5h");
+        assert_eq!(vietnamese_names(&pos, mv(&pos, "7g7f")), "Tốt-76");
+        assert_eq!(vietnamese_names(&pos, mv(&pos, "4i5h")), "Vàng(49)-58");
+        // Capture with promotion, declined promotion, drop, promoted piece.
+        let pos = Position::from_sfen("4k4/6S2/9/9/9/9/9/1B5+R1/4K4 b P 1").unwrap();
+        assert_eq!(hodges(&pos, mv(&pos, "8h3c+")), "B-3c+");
+        assert_eq!(hodges(&pos, mv(&pos, "3b2a")), "S-2a=");
+        assert_eq!(hodges(&pos, mv(&pos, "P*5e")), "P*5e");
+        assert_eq!(hodges(&pos, mv(&pos, "2h2a")), "+R-2a");
+        assert_eq!(vietnamese_names(&pos, mv(&pos, "2h2a")), "+Xe-21");
+        assert_eq!(vietnamese_names(&pos, mv(&pos, "P*5e")), "Tốt*55");
+        let names: Vec<&str> = PieceType::ALL.iter().map(|&pt| vietnamese_piece_name(pt)).collect();
+        for want in ["Vua", "Xe", "Tượng", "Vàng", "Bạc", "Mã", "Thương", "Tốt", "+Xe", "+Tượng", "+Bạc", "+Mã", "+Thương", "+Tốt"] {
+            assert!(names.contains(&want), "{want}");
+        }
+    }
+
+    #[test]
+    fn numbered_move_pairs() {
+        let start = Position::startpos();
+        let moves: Vec<Move> = ["7g7f", "3c3d", "8h2b+"].iter().map(|u| Move::from_usi(u).unwrap()).collect();
+        assert_eq!(numbered_moves(&start, &moves, hodges), "1. P-7f P-3d\n2. Bx2b+\n");
+        // White moves first in a handicap game: the first move is skipped with `...`.
+        let start = Position::from_sfen(crate::Handicap::TwoPiece.sfen()).unwrap();
+        let moves: Vec<Move> = ["3c3d", "7g7f", "4a3b"].iter().map(|u| Move::from_usi(u).unwrap()).collect();
+        assert_eq!(numbered_moves(&start, &moves, hodges), "1. ... P-3d\n2. P-7f G-3b\n");
+        assert_eq!(numbered_moves(&start, &[], hodges), "");
     }
 
     #[test]
