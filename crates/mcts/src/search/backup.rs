@@ -1,7 +1,7 @@
 //! Values into the tree: backing a leaf's value up the path, releasing abandoned walks, and the
 //! exact values of nodes the rules (or a short mate search) decide.
 
-use koma_shogi::rules::{try_square, ImpasseRule, Repetition};
+use koma_shogi::rules::Repetition;
 use koma_shogi::{Position, Status};
 
 use super::Search;
@@ -11,8 +11,7 @@ impl Search {
     /// The value of a new node if search should not look further: game over by the rules, the
     /// first repetition, a winning declaration, or a short mate for the side to move.
     pub(super) fn terminal_value(&mut self, pos: &mut Position) -> Option<i8> {
-        let us = pos.side_to_move();
-        if self.rules.impasse == ImpasseRule::Try && pos.king_square(!us) == try_square(!us) {
+        if pos.lost_by_try(self.rules.impasse) {
             return Some(-1);
         }
         if self.moves.is_empty() {
@@ -24,8 +23,15 @@ impl Search {
             Repetition::OpponentPerpetualCheck => return Some(1),
             Repetition::OwnPerpetualCheck => return Some(-1),
         }
-        if pos.move_number() - 1 >= self.rules.max_plies {
+        if pos.move_limit_reached(&self.rules) {
             return Some(0);
+        }
+        if let Some(status) = pos.jishogi(self.rules.impasse) {
+            return Some(match status {
+                Status::JishogiWin => 1,
+                Status::JishogiLoss => -1,
+                _ => 0,
+            });
         }
         if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) {
             return Some(1);
