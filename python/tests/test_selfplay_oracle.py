@@ -63,11 +63,20 @@ sfen k8/9/P8/9/9/3n5/4g4/3P1P3/1R2K4 w - 1
 sfen 4k4/9/9/9/9/9/9/9/4K4 b - 1
 """
 STARTPOS = ALL_STARTS["平手"]
-# koma's handicap starts (Handicap::ALL after the even game): KIF name → start SFEN.
-HANDICAPS = {name: sfen for name, sfen in ALL_STARTS.items() if sfen != STARTPOS}
+# koma's handicap starts (Handicap::ALL after the even game): KIF name → start SFEN. The records
+# oracle's table plus the starts issue 17 added (their SFENs checked against cshogi's KIF table in
+# test_rules_cli.py).
+HANDICAPS = {name: sfen for name, sfen in ALL_STARTS.items() if sfen != STARTPOS} | {
+    "右香落ち": "1nsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "三枚落ち": "lnsgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "五枚落ち": "2sgkgsn1/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "左五枚落ち": "1nsgkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "左七枚落ち": "2sgkg3/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+    "右七枚落ち": "3gkgs2/9/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+}
 OPENING_SFENS = [line[len("sfen "):] for line in OPENINGS.splitlines() if line.startswith("sfen ")]
 # Starts whose KIF form cshogi's KIF parser reads (it knows no board diagrams, 歩三兵 or 裸玉).
-CSHOGI_KIF_STARTS = {STARTPOS} | {s for name, s in HANDICAPS.items() if name not in ("歩三兵", "裸玉")}
+CSHOGI_KIF_STARTS = {STARTPOS} | {s for name, s in HANDICAPS.items() if name not in ("歩三兵", "裸玉", "左七枚落ち", "右七枚落ち")}
 
 # game_end codes (docs/data-format.md).
 CHECKMATE, RESIGNATION, REPETITION, PERPETUAL, DECLARATION, TRY, MAX_MOVES = range(7)

@@ -379,7 +379,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let small = "[model]\nblocks = 1\nchannels = 8\n";
         std::fs::write(tmp.path().join("a.toml"), small).unwrap();
-        std::fs::write(tmp.path().join("b.toml"), format!("{small}[selfplay]\nsimulations = 4\n")).unwrap();
+        std::fs::write(tmp.path().join("b.toml"), format!("{small}[selfplay]\nsimulations = 4\ncheap_simulations = 2\n")).unwrap();
         std::fs::write(tmp.path().join("c.toml"), "[model]\nblocks = 1\nchannels = 16\n").unwrap();
         let arg = |n: &str, f: &str| format!("{n}={}", tmp.path().join(f).display());
         let exp = tmp.path().join("exp");
@@ -398,7 +398,7 @@ mod tests {
         let e = prepare(&options(&exp, &ac, true)).unwrap_err().to_string();
         assert!(e.contains("other settings"), "{e}");
         // --resume alone reopens it from its own files, even if the user's config changed since.
-        std::fs::write(tmp.path().join("b.toml"), "[selfplay]\nsimulations = 5\n").unwrap();
+        std::fs::write(tmp.path().join("b.toml"), "[selfplay]\nsimulations = 5\ncheap_simulations = 2\n").unwrap();
         let mut o = options(&exp, &[], true);
         o.overrides = SpecOverrides::default();
         let p2 = prepare(&o).unwrap();

@@ -408,7 +408,7 @@ mod tests {
             text: text.into(),
             config: crate::PipelineConfig::parse(text, name).unwrap(),
         };
-        let vs = [variant("a", "[selfplay]\nsimulations = 8\n"), variant("b", "[selfplay]\nsimulations = 16\n[run]\nseed = 1\n")];
+        let vs = [variant("a", "[selfplay]\nsimulations = 8\ncheap_simulations = 4\n"), variant("b", "[selfplay]\nsimulations = 16\ncheap_simulations = 4\n[run]\nseed = 1\n")];
         let d = config_differences(&vs);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].field, "selfplay.simulations");
