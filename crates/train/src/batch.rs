@@ -319,6 +319,55 @@ mod tests {
         assert_eq!(b2.policy_weight, vec![0.0]);
     }
 
+    /// Reply labels are the opponent's move in the opponent's frame; samples without a reply
+    /// are masked: their reply logits change neither the loss nor get a gradient.
+    #[test]
+    fn reply_targets_and_mask() {
+        let mut pos = Position::startpos();
+        let first = pos.legal_moves()[0];
+        let s0 = sample(&pos, vec![(first, 1.0)], 1, flags::FULL_SEARCH);
+        pos.do_move(first);
+        let reply = pos.legal_moves()[5];
+        let s1 = sample(&pos, vec![(reply, 1.0)], -1, flags::FULL_SEARCH);
+        let config = LossConfig::default();
+        let b = HostBatch::from_samples_with_replies(&[s0.clone(), s1.clone()], &[Some(reply), None], &config);
+        // Sample 0 is Black to move; its reply is White's, labelled as White sees it (the label
+        // the main head gives that move at the next position).
+        assert_eq!(b.reply_label, vec![move_label(reply, koma_shogi::Color::White) as i64, 0]);
+        assert_eq!(b.reply_weight, vec![1.0, 0.0]);
+        assert!(b.has_replies() && !HostBatch::from_samples(&[s0, s1], &config).has_replies());
+        let d = b.to_device(Device::Cpu);
+        let p = Tensor::zeros([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu));
+        let v = Tensor::zeros([2, 3], (Kind::Float, Device::Cpu));
+        tch::manual_seed(4);
+        let r = Tensor::randn([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let l = losses(&p, &v, Some(&r), &d, &config);
+        let (reply_loss, _) = l.reply.as_ref().unwrap();
+        // Only row 0 counts, divided by the batch size.
+        let label = b.reply_label[0];
+        let row0 = -r.get(0).log_softmax(0, Kind::Float).double_value(&[label]);
+        assert!((reply_loss.double_value(&[]) - row0 / 2.0).abs() < 1e-5);
+        // total = policy + value + 0.15 · reply.
+        let expected = l.policy.double_value(&[]) + l.value.double_value(&[]) + 0.15 * row0 / 2.0;
+        assert!((l.total.double_value(&[]) - expected).abs() < 1e-4);
+        let g = Tensor::run_backward(&[&l.total], &[&r], false, false).pop().unwrap();
+        assert_eq!(g.get(1).abs().sum(Kind::Float).double_value(&[]), 0.0, "masked row gets no gradient");
+        assert!(g.get(0).abs().sum(Kind::Float).double_value(&[]) > 0.0);
+        // Changing the masked row's logits changes nothing; a perfect row 0 gives top-1 = 1.
+        let r2 = r.detach().copy();
+        let _ = r2.get(1).fill_(3.0);
+        let _ = r2.get(0).get(label).fill_(50.0);
+        let l2 = losses(&p, &v, Some(&r2), &d, &config);
+        let (loss2, top1) = l2.reply.unwrap();
+        assert!(loss2.double_value(&[]) < 1e-6);
+        assert_eq!(top1.double_value(&[]), 1.0);
+        // An explicit weight is used.
+        let l3 = losses(&p, &v, Some(&r), &d, &LossConfig { reply_weight: Some(1.0), ..config.clone() });
+        assert!((l3.total.double_value(&[]) - (expected + 0.85 * row0 / 2.0)).abs() < 1e-4);
+        // Without reply logits (or without reply labels) nothing is added.
+        assert!(losses(&p, &v, None, &d, &config).reply.is_none());
+    }
+
     #[test]
     fn channels_last_batch_has_the_same_values() {
         let samples = crate::synth::random_samples(5, 9, crate::synth::SynthPolicy::Random);
