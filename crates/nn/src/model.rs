@@ -335,6 +335,14 @@ mod tests {
     use crate::config::{GlobalPoolConfig, SeConfig};
     use tch::Device;
 
+    /// libtorch's generator is process-wide: tests that seed it or draw from it (every `Net::new`)
+    /// take this lock, so that a seeded initialisation is not interleaved with another test's.
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+        TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn all_variants() -> Vec<ModelConfig> {
         let mut out = Vec::new();
         for activation in [Activation::Relu, Activation::Swish, Activation::Mish] {
@@ -354,6 +362,7 @@ mod tests {
 
     #[test]
     fn shapes_and_parameter_count() {
+        let _rng = rng_lock();
         for config in all_variants() {
             let vs = nn::VarStore::new(Device::Cpu);
             let net = Net::new(&vs.root(), &config);
@@ -381,6 +390,7 @@ mod tests {
     /// starts from exactly the weights of the network without it (same model 0 up to the head).
     #[test]
     fn reply_head_leaves_the_other_initial_weights_alone() {
+        let _rng = rng_lock();
         let mut config = ModelConfig::tiny();
         config.blocks = 2;
         config.channels = 16;
@@ -405,6 +415,7 @@ mod tests {
     /// `(d, 80 − s)`, i.e. the destination square as the side to move sees it.
     #[test]
     fn reply_logits_are_the_rotated_map() {
+        let _rng = rng_lock();
         let mut config = ModelConfig::tiny();
         config.blocks = 1;
         config.channels = 8;
@@ -440,6 +451,7 @@ mod tests {
     /// gradients as contiguous inputs up to float rounding, and the weights left contiguous.
     #[test]
     fn channels_last_inputs_match_contiguous() {
+        let _rng = rng_lock();
         for config in all_variants() {
             let vs = nn::VarStore::new(Device::Cpu);
             let net = Net::new(&vs.root(), &config);

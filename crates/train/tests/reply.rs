@@ -62,7 +62,7 @@ fn reply_loss_falls_and_is_logged() {
     let data = shards(tmp.path());
     let run_dir = tmp.path().join("run");
     let mut steps = Vec::new();
-    train(&options(&run_dir, &data, 60, model(true), &config()), &mut |p| {
+    train(&options(&run_dir, &data, 200, model(true), &config()), &mut |p| {
         if let Progress::Step(s) = p {
             steps.push(s.clone());
         }
@@ -83,7 +83,7 @@ fn reply_loss_falls_and_is_logged() {
     assert!(text.lines().all(|l| l.contains("\"reply_loss\"") && l.contains("\"reply_top1\"")));
     // The checkpoint records the head.
     let models = run_dir.join("models");
-    let meta = checkpoint::read_meta(&models.join(checkpoint::file_name(60))).unwrap();
+    let meta = checkpoint::read_meta(&models.join(checkpoint::file_name(200))).unwrap();
     assert!(meta.model.aux_reply_head);
 
     // Without the head: no reply fields, and an unset reply_weight is fine.
@@ -141,4 +141,28 @@ fn resume_with_the_reply_head_is_exact() {
     assert_eq!(second[..], full[7..]);
     let sha = |d: &Path| checkpoint::read_meta(&d.join("models").join(checkpoint::file_name(12))).unwrap().weights_sha256;
     assert_eq!(sha(&a), sha(&b));
+}
+
+/// The reply head trains in the half-precision code paths too (f16 autocast + loss scaler, and
+/// the bf16 compute copy; run on the CPU through the test switch).
+#[test]
+fn reply_head_in_half_precision_paths() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    for precision in [Precision::F16, Precision::Bf16] {
+        let mut c = config();
+        c.precision = precision;
+        let mut o = options(&tmp.path().join(format!("{precision:?}")), &data, 3, model(true), &c);
+        o.allow_cpu_half = true;
+        let mut replies = Vec::new();
+        train(&o, &mut |p| {
+            if let Progress::Step(s) = p {
+                replies.push(s.reply_loss.unwrap());
+            }
+        })
+        .unwrap();
+        assert_eq!(replies.len(), 3);
+        assert!(replies.iter().all(|r| r.is_finite() && *r > 0.0), "{precision:?}: {replies:?}");
+    }
 }
