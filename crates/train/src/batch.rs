@@ -227,7 +227,8 @@ pub struct Losses {
 
 /// The loss terms. `reply_logits` (the reply head's output) count when the batch has reply labels:
 /// `total` then adds `reply_weight · reply` with `config.reply_weight` (default
-/// [`crate::config::DEFAULT_REPLY_WEIGHT`]).
+/// [`crate::config::DEFAULT_REPLY_WEIGHT`]); without labels they add exactly 0 (and `reply` is
+/// None).
 pub fn losses(
     policy_logits: &Tensor,
     wdl_logits: &Tensor,
@@ -254,6 +255,12 @@ pub fn losses(
                 (agree * mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0)
             });
             Some((loss.detach(), top1))
+        }
+        (Some(logits), None) => {
+            // No reply labels (a batch built without replies): the head contributes exactly 0,
+            // but stays in the graph, so gradients over all parameters can still be taken.
+            total = total + logits.sum(Kind::Float) * 0.0;
+            None
         }
         _ => None,
     };
@@ -366,6 +373,10 @@ mod tests {
         assert!((l3.total.double_value(&[]) - (expected + 0.85 * row0 / 2.0)).abs() < 1e-4);
         // Without reply logits (or without reply labels) nothing is added.
         assert!(losses(&p, &v, None, &d, &config).reply.is_none());
+        let plain = HostBatch::from_samples(&[sample(&Position::startpos(), vec![(first, 1.0)], 1, 0)], &config);
+        let l4 = losses(&p.narrow(0, 0, 1), &v.narrow(0, 0, 1), Some(&r.narrow(0, 0, 1)), &plain.to_device(Device::Cpu), &config);
+        assert!(l4.reply.is_none());
+        assert!((l4.total.double_value(&[]) - (l4.policy.double_value(&[]) + l4.value.double_value(&[]))).abs() < 1e-6);
     }
 
     #[test]

@@ -431,8 +431,9 @@ impl Trainer {
         b: &DeviceBatch,
         lr: f64,
     ) -> Result<(((Tensor, Tensor, Tensor, Tensor, Tensor), Option<(Tensor, Tensor)>), f64, bool)> {
-        // The reply head runs only when the batch has reply labels to train it on.
-        let with_reply = b.reply.is_some();
+        // A model with the reply head always runs it (a batch without reply labels gives it a zero
+        // loss term, so that its parameters stay in the graph the gradients are taken over).
+        let with_reply = self.network.net().has_reply_head();
         let forward = |net: &Net, in1: &Tensor, in2: &Tensor| {
             if with_reply {
                 net.forward_with_reply_t(in1, in2, true)

@@ -93,6 +93,18 @@ fn reply_loss_falls_and_is_logged() {
     assert!(!text.contains("reply"), "{text}");
 }
 
+/// A library caller may hand a model with the head a batch built without replies: it trains, with
+/// no reply statistics.
+#[test]
+fn batches_without_replies_train_a_model_with_the_head() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let c = config();
+    let mut t = Trainer::new(&c, &ModelInit::Fresh(model(true))).unwrap();
+    let samples = koma_train::synth::random_samples(16, 3, SynthPolicy::MinLabel);
+    let s = t.train_step(&koma_train::HostBatch::from_samples(&samples, &c.loss)).unwrap();
+    assert!(s.reply_loss.is_none() && s.loss.is_finite());
+}
+
 #[test]
 fn reply_weight_without_the_head_is_an_error() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
