@@ -6,6 +6,7 @@ keep the two equal to 1e-4.
 
     model, meta = load_checkpoint("runs/x/models/model-00001000.safetensors")
     policy_logits, wdl_logits = model(input1, input2)   # (N,2187), (N,3): win, draw, loss
+    policy, wdl, reply = model.forward_with_reply(input1, input2)  # reply: (N,2187) or None
 
 Inputs are float tensors (N,62,9,9) and (N,57,9,9) of dlshogi features (docs/nn.md).
 """
@@ -51,6 +52,8 @@ class ModelConfig:
     policy_channels: int = 32
     value_channels: int = 32
     value_hidden: int = 256
+    # KataGo's auxiliary opponent-reply policy head (training only; not exported to ONNX).
+    aux_reply_head: bool = False
 
     @staticmethod
     def from_dict(d: dict[str, Any]) -> "ModelConfig":
@@ -64,7 +67,11 @@ class ModelConfig:
         return config
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        # Rust leaves the flag out of the JSON when it is off; so do we.
+        if not d["aux_reply_head"]:
+            del d["aux_reply_head"]
+        return d
 
     def is_global_pool_block(self, i: int) -> bool:
         gp = self.global_pool
@@ -143,6 +150,16 @@ class _Policy(nn.Module):
         self.bias = nn.Parameter(torch.zeros(MOVE_LABELS))
 
 
+class _Reply(nn.Module):
+    """The opponent-reply head: a 1x1 convolution on the policy head's hidden planes, rotated 180
+    degrees (labels are in the opponent's frame, docs/nn.md), plus a bias."""
+
+    def __init__(self, p: int):
+        super().__init__()
+        self.out = _conv(p, MOVE_DIRECTIONS, 1)
+        self.bias = nn.Parameter(torch.zeros(MOVE_LABELS))
+
+
 class _Value(nn.Module):
     def __init__(self, c: int, v: int, h: int):
         super().__init__()
@@ -164,8 +181,18 @@ class KomaNet(nn.Module):
         self.blocks = nn.ModuleList(Block(config, i, act) for i in range(config.blocks))
         self.policy = _Policy(config.channels, config.policy_channels)
         self.value = _Value(config.channels, config.value_channels, config.value_hidden)
+        self.reply = _Reply(config.policy_channels) if config.aux_reply_head else None
 
     def forward(self, input1, input2):
+        """(policy logits (N,2187), W/D/L logits (N,3)); the reply head is not computed."""
+        policy, value, _ = self._heads(input1, input2, with_reply=False)
+        return policy, value
+
+    def forward_with_reply(self, input1, input2):
+        """(policy, W/D/L, reply logits (N,2187) or None without the head)."""
+        return self._heads(input1, input2, with_reply=True)
+
+    def _heads(self, input1, input2, with_reply: bool):
         act = self.act
         x = torch.cat([input1, input2], dim=1)
         x = act(self.stem.bn(self.stem.conv(x)))
@@ -176,7 +203,10 @@ class KomaNet(nn.Module):
         v = act(self.value.bn(self.value.conv(x)))
         v = act(self.value.fc1(v.flatten(1)))
         value = self.value.fc2(v)
-        return policy, value
+        reply = None
+        if with_reply and self.reply is not None:
+            reply = torch.flip(self.reply.out(p), dims=(2, 3)).flatten(1) + self.reply.bias
+        return policy, value, reply
 
 
 def sidecar_path(weights_path: str) -> str:
@@ -218,7 +248,7 @@ def load_checkpoint(weights_path: str, expected: ModelConfig | None = None, devi
     meta = read_meta(weights_path)
     config = ModelConfig.from_dict(meta["model"])
     if expected is not None and expected != config:
-        a, b = config.to_dict(), expected.to_dict()
+        a, b = dataclasses.asdict(config), dataclasses.asdict(expected)
         field = next(k for k in a if a[k] != b[k])
         raise CheckpointError(
             f"{weights_path}: architecture mismatch: `{field}` is {a[field]!r} in the checkpoint "

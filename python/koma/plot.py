@@ -79,7 +79,8 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     written = []
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, label in (("policy_loss", "policy"), ("value_loss", "value"), ("loss", "total")):
+    for key, label in (("policy_loss", "policy"), ("value_loss", "value"), ("reply_loss", "opponent reply"),
+                       ("loss", "total")):
         xs, ys = _series(records, key)
         if xs:
             ax.plot(xs, ys, label=label)
@@ -103,7 +104,8 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     written.append(path)
 
     fig, ax = plt.subplots(figsize=(8, 4.5))
-    for key, label in (("policy_top1", "policy top-1 agreement"), ("value_accuracy", "value accuracy")):
+    for key, label in (("policy_top1", "policy top-1 agreement"), ("value_accuracy", "value accuracy"),
+                       ("reply_top1", "opponent reply top-1")):
         xs, ys = _series(records, key)
         if xs:
             ax.plot(xs, ys, label=label)

@@ -161,6 +161,43 @@ def test_python_mirror_builds_every_variant():
         assert policy.shape == (2, 2187) and wdl.shape == (2, 3)
 
 
+def test_python_mirror_reply_head(tmp_path):
+    """The reply head: (N,2187) logits that are the 1x1 map rotated 180 degrees, the flag omitted
+    from the JSON when off, and an ONNX export (plain dlshogi interface) without reply weights."""
+    cfg = ModelConfig.from_dict({**CONFIG, "aux_reply_head": True})
+    assert cfg.to_dict()["aux_reply_head"] is True
+    assert "aux_reply_head" not in ModelConfig.from_dict(CONFIG).to_dict()
+    assert not ModelConfig.from_dict(CONFIG).aux_reply_head
+    net = KomaNet(cfg).eval()
+    keys = set(net.state_dict())
+    assert {"reply.out.weight", "reply.bias"} <= keys
+    assert not any(k.startswith("reply") for k in KomaNet(ModelConfig.from_dict(CONFIG)).state_dict())
+    g = torch.Generator().manual_seed(1)
+    in1 = (torch.rand(3, 62, 9, 9, generator=g) < 0.2).float()
+    in2 = (torch.rand(3, 57, 9, 9, generator=g) < 0.3).float()
+    with torch.no_grad():
+        torch.nn.init.normal_(net.reply.bias, generator=g)
+        policy, wdl, reply = net.forward_with_reply(in1, in2)
+        p2, _ = net(in1, in2)
+        assert torch.equal(policy, p2) and reply.shape == (3, 2187)
+        x = torch.cat([in1, in2], 1)
+        x = net.act(net.stem.bn(net.stem.conv(x)))
+        for b in net.blocks:
+            x = b(x)
+        hidden = net.act(net.policy.bn(net.policy.conv(x)))
+        m = net.reply.out(hidden).reshape(3, 27, 81)
+        for d, sq in [(0, 0), (8, 40), (26, 80), (13, 7)]:
+            want = m[1, d, 80 - sq] + net.reply.bias[d * 81 + sq]
+            assert abs(float(reply[1, d * 81 + sq] - want)) < 1e-5
+    from koma.model import ExportWrapper
+    path = tmp_path / "reply.onnx"
+    torch.onnx.export(ExportWrapper(net).eval(), (in1, in2), str(path), input_names=["input1", "input2"],
+                      output_names=["output_policy", "output_value"], opset_version=17, dynamo=False)
+    graph = onnx.load(str(path)).graph
+    assert [o.name for o in graph.output] == ["output_policy", "output_value"]
+    assert not [t.name for t in graph.initializer if "reply" in t.name]
+
+
 def test_bench_nn_smoke(koma):
     out = koma("bench", "nn", "--json", "--nets", "tiny", "--batch-sizes", "1,8,256", "--seconds", "0.01",
                "--device", "cpu", "--threads", "1").stdout

@@ -148,7 +148,8 @@ pub struct GameInfo {
 
 /// The datasets random reads touch, kept open so that their chunk caches (decompressed chunks)
 /// last from one read to the next.
-const READ_DATASETS: [&str; 8] = ["position", "move", "root_wdl", "result", "ply", "flags", "policy_move", "policy_weight"];
+const READ_DATASETS: [&str; 9] =
+    ["position", "move", "root_wdl", "result", "ply", "flags", "policy_move", "policy_weight", "game"];
 /// Chunk cache per open dataset: enough for the whole of a typical self-play shard's datasets, so
 /// that repeated random reads (the replay window) decompress each chunk once.
 const CHUNK_CACHE_BYTES: usize = 4 << 20;
@@ -161,6 +162,9 @@ pub struct ShardReader {
     file: hdf5::File,
     offsets: Vec<u32>,
     datasets: Vec<hdf5::Dataset>,
+    /// Every game's moves (`game_move_offsets`, `game_moves`), read on the first
+    /// [`ShardReader::replies`] (2 bytes per move).
+    game_moves: std::sync::OnceLock<(Vec<u32>, Vec<u16>)>,
 }
 
 /// The sample columns of a read, row k for the k-th sample asked for (policy entries in CSR order).
@@ -223,7 +227,7 @@ impl ShardReader {
             dataset(name)?;
         }
         let datasets = READ_DATASETS.iter().map(|name| dataset(name)).collect::<Result<Vec<_>>>()?;
-        Ok(ShardReader { path: path.to_path_buf(), file, offsets, datasets })
+        Ok(ShardReader { path: path.to_path_buf(), file, offsets, datasets, game_moves: std::sync::OnceLock::new() })
     }
 
     /// A string attribute of the file (None when missing or not a string).
@@ -310,6 +314,58 @@ impl ShardReader {
             });
         }
         Ok(out)
+    }
+
+    /// The opponent's reply to the move of each sample at `indices` (`samples` as read for those
+    /// indices): the next move of the sample's game, `game_moves[ply + 1]`, derived from what every
+    /// shard stores (no format change). `None` when there is none: the game ended after the
+    /// sample's move (checkmate, resignation, declaration, move limit, …), the ply is unknown
+    /// (hcpe imports, which have no game moves), or the sample's own move is not the game's move
+    /// at its ply (an inconsistent shard; nothing is guessed).
+    pub fn replies(&self, indices: &[usize], samples: &[Sample]) -> Result<Vec<Option<Move>>> {
+        assert_eq!(indices.len(), samples.len(), "one sample per index");
+        let n = self.len();
+        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
+            return Err(DataError::BadSample { path: self.path.clone(), index: bad, message: format!("out of range (shard has {n} samples)") });
+        }
+        let games: Vec<u32> = self.points("game", indices)?;
+        let (offsets, moves) = self.game_moves()?;
+        Ok(samples
+            .iter()
+            .zip(&games)
+            .map(|(s, &g)| {
+                let played = s.played?;
+                if s.ply == crate::sample::PLY_UNKNOWN {
+                    return None;
+                }
+                let g = g as usize;
+                let (start, end) = (*offsets.get(g)? as usize, *offsets.get(g + 1)? as usize);
+                let at = start + s.ply as usize;
+                if at >= end || moves.get(at).copied() != Some(played.to_u16()) {
+                    return None;
+                }
+                moves.get(at + 1).filter(|_| at + 1 < end).and_then(|&code| Move::from_u16(code))
+            })
+            .collect())
+    }
+
+    /// [`ShardReader::read`] with each sample's opponent reply ([`ShardReader::replies`]).
+    pub fn read_with_replies(&self, indices: &[usize]) -> Result<Vec<(Sample, Option<Move>)>> {
+        let samples = self.read(indices)?;
+        let replies = self.replies(indices, &samples)?;
+        Ok(samples.into_iter().zip(replies).collect())
+    }
+
+    fn game_moves(&self) -> Result<&(Vec<u32>, Vec<u16>)> {
+        if let Some(gm) = self.game_moves.get() {
+            return Ok(gm);
+        }
+        let offsets: Vec<u32> = self.dataset_raw("game_move_offsets")?;
+        let moves: Vec<u16> = self.dataset_raw("game_moves")?;
+        if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().is_some_and(|&e| e as usize > moves.len()) {
+            return Err(DataError::Inconsistent { path: self.path.clone(), what: "game_move_offsets do not index game_moves".into() });
+        }
+        Ok(self.game_moves.get_or_init(|| (offsets, moves)))
     }
 
     /// All samples, in order.

@@ -5,6 +5,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use koma_shogi::Move;
+
 use crate::error::{DataError, Result};
 use crate::sample::Sample;
 use crate::shard::ShardReader;
@@ -118,7 +120,26 @@ impl ReplayWindow {
     /// Draws `count` samples uniformly (with replacement) from the window. `below(n)` must return
     /// a uniform integer in [0, n). A shard that fails to read is dropped with a warning.
     pub fn sample(&mut self, count: usize, below: &mut dyn FnMut(usize) -> usize) -> Result<Vec<Sample>> {
-        let mut out = Vec::with_capacity(count);
+        Ok(self.draw(count, below, false)?.into_iter().map(|(s, _)| s).collect())
+    }
+
+    /// [`ReplayWindow::sample`] with each sample's opponent reply (the game's next move, see
+    /// [`ShardReader::replies`]). Draws exactly the samples `sample` draws with the same `below`.
+    pub fn sample_with_replies(
+        &mut self,
+        count: usize,
+        below: &mut dyn FnMut(usize) -> usize,
+    ) -> Result<Vec<(Sample, Option<Move>)>> {
+        self.draw(count, below, true)
+    }
+
+    fn draw(
+        &mut self,
+        count: usize,
+        below: &mut dyn FnMut(usize) -> usize,
+        replies: bool,
+    ) -> Result<Vec<(Sample, Option<Move>)>> {
+        let mut out: Vec<(Sample, Option<Move>)> = Vec::with_capacity(count);
         let mut attempts = 0;
         while out.len() < count && !self.is_empty() {
             attempts += 1;
@@ -142,8 +163,13 @@ impl ReplayWindow {
                     continue;
                 }
                 let local: Vec<usize> = picks[begin..k].iter().map(|g| g - shard.start).collect();
-                match shard.reader.read(&local) {
-                    Ok(samples) => out.extend(samples.into_iter().filter(|s| self.accept(s, below))),
+                let read = if replies {
+                    shard.reader.read_with_replies(&local)
+                } else {
+                    shard.reader.read(&local).map(|v| v.into_iter().map(|s| (s, None)).collect())
+                };
+                match read {
+                    Ok(samples) => out.extend(samples.into_iter().filter(|(s, _)| self.accept(s, below))),
                     Err(e) => {
                         failed = Some((s, e));
                         break;

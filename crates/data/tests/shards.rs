@@ -231,3 +231,74 @@ fn writer_thread_and_replay_window() {
     assert_eq!(grow.of(50), 50);
     assert!(grow.of(10_000) > 100 && grow.of(10_000) < 10_000);
 }
+
+/// The opponent's reply of a sample is its game's next move, also when the positions between
+/// were not recorded (cheap searches); none after the game's last move, for an unknown ply, or
+/// when the sample's move is not the game's. The window draws the same samples with or without
+/// replies.
+#[test]
+fn replies_are_the_games_next_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r.h5");
+    let mut rng = Rng(17);
+    let mut games: Vec<GameSamples> = (0..10).map(|i| random_game(&mut rng, i)).collect();
+    // Keep about half the samples of each game (the others as if cheap searches), always the last.
+    for g in &mut games {
+        let last = g.samples.len() - 1;
+        let mut k = 0;
+        g.samples.retain(|_| {
+            k += 1;
+            k - 1 == last || rng.below(2) == 0
+        });
+    }
+    // One sample whose ply is unknown, one whose move is not the game's move at its ply.
+    games[0].samples[0].ply = koma_data::PLY_UNKNOWN;
+    if games[1].samples.len() > 1 {
+        let other = games[1].moves[games[1].samples[0].ply as usize + 1];
+        games[1].samples[0].played = Some(other);
+    }
+    write_shard(&path, &games).unwrap();
+    let reader = ShardReader::open(&path).unwrap();
+    let all: Vec<(usize, &Sample)> =
+        games.iter().enumerate().flat_map(|(g, game)| game.samples.iter().map(move |s| (g, s))).collect();
+    let indices: Vec<usize> = (0..reader.len()).rev().collect();
+    let read = reader.read_with_replies(&indices).unwrap();
+    let (mut some, mut none) = (0, 0);
+    for (&i, (sample, reply)) in indices.iter().zip(&read) {
+        let (g, original) = all[i];
+        assert_same(original, sample);
+        let moves = &games[g].moves;
+        let ply = original.ply as usize;
+        let expected = if original.ply == koma_data::PLY_UNKNOWN || original.played != moves.get(ply).copied() {
+            None
+        } else {
+            moves.get(ply + 1).copied()
+        };
+        assert_eq!(*reply, expected, "sample {i} (game {g}, ply {ply})");
+        if let Some(r) = reply {
+            // The reply is legal in the position after the sample's move.
+            let mut pos = sample.position.unpack().unwrap();
+            pos.do_move(sample.played.unwrap());
+            assert!(pos.legal_moves().contains(r));
+            some += 1;
+        } else {
+            none += 1;
+        }
+    }
+    assert!(some > 100 && none >= games.len(), "{some} with a reply, {none} without");
+    // The last sample of every game has no reply.
+    for (g, game) in games.iter().enumerate() {
+        let last = games[..g].iter().map(|x| x.samples.len()).sum::<usize>() + game.samples.len() - 1;
+        assert_eq!(reader.read_with_replies(&[last]).unwrap()[0].1, None);
+    }
+
+    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(10_000), SampleWeights::default()).unwrap();
+    let (mut r1, mut r2) = (Rng(3), Rng(3));
+    let plain = window.sample(64, &mut |n| r1.below(n)).unwrap();
+    let with = window.sample_with_replies(64, &mut |n| r2.below(n)).unwrap();
+    assert_eq!(plain.len(), with.len());
+    for (a, (b, _)) in plain.iter().zip(&with) {
+        assert_same(a, b);
+    }
+    assert!(with.iter().any(|(_, r)| r.is_some()));
+}

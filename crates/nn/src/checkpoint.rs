@@ -257,9 +257,14 @@ pub fn read_meta(path: &Path) -> Result<CheckpointMeta> {
 
 /// Fails with [`Error::ArchitectureMismatch`] naming the first differing field.
 pub fn check_architecture(path: &Path, found: &ModelConfig, expected: &ModelConfig) -> Result<()> {
-    let f = serde_json::to_value(found).expect("serialises");
-    let e = serde_json::to_value(expected).expect("serialises");
-    match first_difference(&f, &e, "") {
+    // Every field, the ones left out of the JSON when off included, so a mismatch reads
+    // "`aux_reply_head` is false …" rather than "null".
+    let full = |c: &ModelConfig| {
+        let mut v = serde_json::to_value(c).expect("serialises");
+        v["aux_reply_head"] = serde_json::Value::Bool(c.aux_reply_head);
+        v
+    };
+    match first_difference(&full(found), &full(expected), "") {
         None => Ok(()),
         Some((field, found, expected)) => {
             Err(Error::ArchitectureMismatch { path: path.to_path_buf(), field, found, expected })

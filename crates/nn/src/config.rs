@@ -73,6 +73,17 @@ pub struct ModelConfig {
     /// Width of the value head's hidden FC layer.
     #[serde(default = "default_value_hidden")]
     pub value_hidden: usize,
+    /// KataGo's auxiliary opponent-reply policy head (KataGo §3.4): a second 2187-label output,
+    /// trained on the move the opponent actually played next (`[train.loss] reply_weight`). It
+    /// shares the policy head's 3×3 convolution; only training reads it (inference, search and
+    /// the ONNX export ignore it). Left out of the JSON when false, so sidecars of networks without
+    /// it are unchanged.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub aux_reply_head: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn default_policy_channels() -> usize {
@@ -100,6 +111,7 @@ impl ModelConfig {
             policy_channels: 32,
             value_channels: 8,
             value_hidden: 128,
+            aux_reply_head: false,
         }
     }
 
@@ -114,6 +126,7 @@ impl ModelConfig {
             policy_channels: default_policy_channels(),
             value_channels: default_value_channels(),
             value_hidden: default_value_hidden(),
+            aux_reply_head: false,
         }
     }
 
@@ -218,6 +231,9 @@ impl ModelConfig {
         if let Some(gp) = self.global_pool {
             s += &format!(" gpool{}/{}", gp.every, gp.channels);
         }
+        if self.aux_reply_head {
+            s += " reply";
+        }
         s
     }
 }
@@ -287,6 +303,19 @@ mod tests {
         )
         .is_err());
         assert!(ModelConfig::from_json_str(r#"{"blocks": 3, "channels": 16, "se": {"ratio": 0}}"#).is_err());
+    }
+
+    #[test]
+    fn reply_head_flag_defaults_off_and_is_omitted_when_off() {
+        let c = ModelConfig::from_json_str(r#"{"blocks": 3, "channels": 16}"#).unwrap();
+        assert!(!c.aux_reply_head);
+        assert!(!serde_json::to_string(&c).unwrap().contains("aux_reply_head"));
+        let c = ModelConfig::from_toml_str("blocks = 3\nchannels = 16\naux_reply_head = true\n").unwrap();
+        assert!(c.aux_reply_head);
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(text.contains("\"aux_reply_head\":true"));
+        assert_eq!(ModelConfig::from_json_str(&text).unwrap(), c);
+        assert!(c.describe().ends_with(" reply"));
     }
 
     #[test]

@@ -187,6 +187,31 @@ impl Network {
         Ok(Network { vs, net, config, device, kind, meta: Some(loaded.meta) })
     }
 
+    /// The same network with a freshly initialised opponent-reply head (`aux_reply_head`) added
+    /// and every other variable copied: to train the reply target starting from a checkpoint made
+    /// without the head (e.g. a model 0 shared by several experiment variants). `seed` seeds
+    /// libtorch's generator first, so the new head is reproducible. A network that already has the
+    /// head is returned as a copy.
+    pub fn with_reply_head(&self, seed: Option<u64>) -> Result<Network> {
+        let mut config = self.config.clone();
+        config.aux_reply_head = true;
+        if let Some(seed) = seed {
+            tch::manual_seed(seed as i64);
+        }
+        let mut vs = VarStore::new(Device::Cpu);
+        let net = Net::new(&vs.root(), &config);
+        vs.set_device(self.device);
+        set_float_kind(&mut vs, self.kind);
+        let ours = self.vs.variables();
+        let _guard = tch::no_grad_guard();
+        for (name, mut var) in vs.variables() {
+            if let Some(src) = ours.get(&name) {
+                var.f_copy_(src)?;
+            }
+        }
+        Ok(Network { vs, net, config, device: self.device, kind: self.kind, meta: None })
+    }
+
     /// Saves the weights (as float32) and sidecar; see [`checkpoint::save`].
     pub fn save(&mut self, path: &Path, training: &TrainingInfo) -> Result<CheckpointMeta> {
         let meta = checkpoint::save(&self.vs, &self.config, training, path)?;

@@ -8,6 +8,8 @@
 //!   × blocks:  conv3×3 → BN → act → conv3×3 → BN → [SE] → + skip → act  (or a global-pooling block)
 //! policy:  conv3×3 (P) → BN → act → conv1×1 (27) → flatten (27·81) + bias[2187]  → logits
 //! value:   conv1×1 (V) → BN → act → flatten (V·81) → FC (H) → act → FC (3)       → W/D/L logits
+//! reply (optional, `aux_reply_head`): the policy head's act output → conv1×1 (27) → rotate 180°
+//!          → flatten (27·81) + bias[2187] → logits of the opponent's reply, in the opponent's frame
 //! ```
 //! Parameter names (PyTorch `state_dict` keys):
 //! `stem.conv.weight`, `stem.bn.{weight,bias,running_mean,running_var}`,
@@ -15,7 +17,16 @@
 //! `blocks.I.se.fc1.{weight,bias}`, `blocks.I.se.fc2.{weight,bias}`, and in global-pooling blocks
 //! also `blocks.I.conv1g.weight`, `blocks.I.bn1g.*`, `blocks.I.gpool_fc.weight`;
 //! `policy.conv.weight`, `policy.bn.*`, `policy.out.weight`, `policy.bias`,
-//! `value.conv.weight`, `value.bn.*`, `value.fc1.{weight,bias}`, `value.fc2.{weight,bias}`.
+//! `value.conv.weight`, `value.bn.*`, `value.fc1.{weight,bias}`, `value.fc2.{weight,bias}`,
+//! and with the reply head `reply.out.weight`, `reply.bias`.
+//!
+//! The reply head (KataGo's opponent policy, §3.4) predicts the move the opponent plays after the
+//! side to move's move. Its labels are dlshogi labels of that move from the *opponent's* point of
+//! view (`move_label(reply, !side_to_move)`: the label the main head would give it one ply later),
+//! so every opponent move, knight moves included, has a label. Those labels rotate the board
+//! (square `s` becomes `80 − s`) relative to the input, so the head's 27×9×9 map is rotated 180°
+//! before flattening: each output cell then sits over the destination square as the network sees
+//! the board, and the 1×1 convolution stays local.
 //!
 //! Memory format: [`Net::forward_t`] takes inputs in either layout. Inputs in channels-last
 //! (NHWC strides, see [`to_channels_last`]) make every activation channels-last, which oneDNN's
@@ -152,6 +163,13 @@ pub struct Net {
     value_bn: nn::BatchNorm,
     value_fc1: nn::Linear,
     value_fc2: nn::Linear,
+    reply: Option<ReplyHead>,
+}
+
+/// The opponent-reply head: a 1×1 convolution on the policy head's hidden planes and a bias.
+struct ReplyHead {
+    out: nn::Conv2D,
+    bias: Tensor,
 }
 
 impl std::fmt::Debug for Net {
@@ -182,13 +200,37 @@ impl Net {
             value_bn: bn(&value / "bn", config.value_channels),
             value_fc1: linear(&value / "fc1", config.value_channels * SQUARES, config.value_hidden, true),
             value_fc2: linear(&value / "fc2", config.value_hidden, VALUE_OUTPUTS, true),
+            // Created last, so the other variables draw the same initial values with or without it.
+            reply: config.aux_reply_head.then(|| {
+                let reply = root / "reply";
+                ReplyHead {
+                    out: conv(&reply / "out", config.policy_channels, MOVE_DIRECTIONS, 1, false),
+                    bias: reply.zeros("bias", &[MOVE_LABELS as i64]),
+                }
+            }),
         }
+    }
+
+    /// Whether the network has the opponent-reply head (`aux_reply_head`).
+    pub fn has_reply_head(&self) -> bool {
+        self.reply.is_some()
     }
 
     /// Policy logits `(N, 2187)` and W/D/L logits `(N, 3)` from float features
     /// `(N, 62, 9, 9)` and `(N, 57, 9, 9)` of the weights' kind. `train` selects batch statistics
     /// (training) or running statistics (inference) in batch norm.
     pub fn forward_t(&self, input1: &Tensor, input2: &Tensor, train: bool) -> (Tensor, Tensor) {
+        let (policy, value, _) = self.forward_heads(input1, input2, train, false);
+        (policy, value)
+    }
+
+    /// [`Net::forward_t`] plus the opponent-reply logits `(N, 2187)` (labels in the opponent's
+    /// frame, see the module docs) when the network has that head: what training computes.
+    pub fn forward_with_reply_t(&self, input1: &Tensor, input2: &Tensor, train: bool) -> (Tensor, Tensor, Option<Tensor>) {
+        self.forward_heads(input1, input2, train, true)
+    }
+
+    fn forward_heads(&self, input1: &Tensor, input2: &Tensor, train: bool, with_reply: bool) -> (Tensor, Tensor, Option<Tensor>) {
         let a = self.activation;
         let n = input1.size()[0];
         let x = Tensor::cat(&[input1, input2], 1);
@@ -203,7 +245,15 @@ impl Net {
         let v = act(a, &self.value_bn.forward_t(&self.value_conv.forward(&x), train));
         let v = act(a, &self.value_fc1.forward(&v.flatten(1, -1)));
         let value = self.value_fc2.forward(&v);
-        (policy, value)
+        let reply = match &self.reply {
+            Some(r) if with_reply => {
+                // Rotate the map 180° (square s → 80 − s): the labels are in the opponent's frame.
+                let map = r.out.forward(&p).flip([2i64, 3]);
+                Some(map.reshape([n, MOVE_LABELS as i64]) + &r.bias)
+            }
+            _ => None,
+        };
+        (policy, value, reply)
     }
 }
 
@@ -235,11 +285,11 @@ pub fn randomize(vs: &tch::nn::VarStore, seed: u64) {
         let u = Tensor::rand_like(&t);
         let (lo, hi) = if name.ends_with("running_var") {
             (0.5, 2.0)
-        } else if name.ends_with("running_mean") || (name.ends_with(".bias") && !name.starts_with("policy.bias")) {
+        } else if name.ends_with("running_mean") || (name.ends_with(".bias") && name != "policy.bias" && name != "reply.bias") {
             (-0.2, 0.2)
         } else if name.contains(".bn") && name.ends_with(".weight") {
             (0.5, 1.5)
-        } else if name == "policy.bias" {
+        } else if name == "policy.bias" || name == "reply.bias" {
             (-0.5, 0.5)
         } else {
             // Weights: keep their initialisation scale, re-drawn symmetric.
@@ -273,6 +323,9 @@ pub fn parameter_count(config: &ModelConfig) -> usize {
     let (p, v, h) = (config.policy_channels, config.value_channels, config.value_hidden);
     total += conv(c, p, 3) + bn(p) + conv(p, MOVE_DIRECTIONS, 1) + MOVE_LABELS;
     total += conv(c, v, 1) + bn(v) + v * SQUARES * h + h + h * VALUE_OUTPUTS + VALUE_OUTPUTS;
+    if config.aux_reply_head {
+        total += conv(p, MOVE_DIRECTIONS, 1) + MOVE_LABELS;
+    }
     total
 }
 
@@ -281,6 +334,14 @@ mod tests {
     use super::*;
     use crate::config::{GlobalPoolConfig, SeConfig};
     use tch::Device;
+
+    /// libtorch's generator is process-wide: tests that seed it or draw from it (every `Net::new`)
+    /// take this lock, so that a seeded initialisation is not interleaved with another test's.
+    static TORCH_RNG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
+        TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     fn all_variants() -> Vec<ModelConfig> {
         let mut out = Vec::new();
@@ -292,6 +353,8 @@ mod tests {
             out.push(c.clone());
             c.se = Some(SeConfig { ratio: 4 });
             c.global_pool = Some(GlobalPoolConfig { every: 2, channels: 4 });
+            out.push(c.clone());
+            c.aux_reply_head = true;
             out.push(c);
         }
         out
@@ -299,6 +362,7 @@ mod tests {
 
     #[test]
     fn shapes_and_parameter_count() {
+        let _rng = rng_lock();
         for config in all_variants() {
             let vs = nn::VarStore::new(Device::Cpu);
             let net = Net::new(&vs.root(), &config);
@@ -312,6 +376,74 @@ mod tests {
             // Training mode runs too (batch statistics).
             let (p, _) = net.forward_t(&in1, &in2, true);
             assert_eq!(p.size(), vec![4, MOVE_LABELS as i64]);
+            let (p2, _, reply) = net.forward_with_reply_t(&in1, &in2, false);
+            assert!(p2.equal(&net.forward_t(&in1, &in2, false).0));
+            assert_eq!(net.has_reply_head(), config.aux_reply_head);
+            match reply {
+                Some(r) => assert_eq!(r.size(), vec![4, MOVE_LABELS as i64]),
+                None => assert!(!config.aux_reply_head),
+            }
+        }
+    }
+
+    /// The reply head adds variables after all others: with the same seed, the network with it
+    /// starts from exactly the weights of the network without it (same model 0 up to the head).
+    #[test]
+    fn reply_head_leaves_the_other_initial_weights_alone() {
+        let _rng = rng_lock();
+        let mut config = ModelConfig::tiny();
+        config.blocks = 2;
+        config.channels = 16;
+        let init = |c: &ModelConfig| {
+            tch::manual_seed(11);
+            let vs = nn::VarStore::new(Device::Cpu);
+            let _ = Net::new(&vs.root(), c);
+            vs
+        };
+        let plain = init(&config);
+        config.aux_reply_head = true;
+        let with = init(&config);
+        let (a, b) = (plain.variables(), with.variables());
+        assert_eq!(b.len(), a.len() + 2);
+        assert!(b.contains_key("reply.out.weight") && b.contains_key("reply.bias"));
+        for (name, t) in &a {
+            assert!(t.equal(&b[name]), "{name}");
+        }
+    }
+
+    /// Reply logits are the 27×81 map rotated 180°: logit `d·81 + s` comes from the map's cell
+    /// `(d, 80 − s)`, i.e. the destination square as the side to move sees it.
+    #[test]
+    fn reply_logits_are_the_rotated_map() {
+        let _rng = rng_lock();
+        let mut config = ModelConfig::tiny();
+        config.blocks = 1;
+        config.channels = 8;
+        config.aux_reply_head = true;
+        let vs = nn::VarStore::new(Device::Cpu);
+        let net = Net::new(&vs.root(), &config);
+        randomize(&vs, 5);
+        tch::manual_seed(1);
+        let in1 = Tensor::rand([2, FEATURES1_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.8).to_kind(Kind::Float);
+        let in2 = Tensor::rand([2, FEATURES2_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.5).to_kind(Kind::Float);
+        let (_, _, reply) = net.forward_with_reply_t(&in1, &in2, false);
+        let reply = reply.unwrap();
+        // Recompute the map by hand from the shared policy planes.
+        let x = Tensor::cat(&[&in1, &in2], 1);
+        let a = config.activation;
+        let mut x = act(a, &net.stem_bn.forward_t(&net.stem_conv.forward(&x), false));
+        for block in &net.blocks {
+            x = block.forward(a, &x, false);
+        }
+        let p = act(a, &net.policy_bn.forward_t(&net.policy_conv.forward(&x), false));
+        let r = net.reply.as_ref().unwrap();
+        let map = r.out.forward(&p).reshape([2, MOVE_DIRECTIONS as i64, SQUARES as i64]);
+        let bias = Vec::<f32>::try_from(&r.bias).unwrap();
+        for (d, s) in [(0usize, 0usize), (3, 10), (8, 40), (26, 80), (17, 67)] {
+            let label = (d * SQUARES + s) as i64;
+            let want = map.double_value(&[1, d as i64, (80 - s) as i64]) + bias[d * SQUARES + s] as f64;
+            let got = reply.double_value(&[1, label]);
+            assert!((want - got).abs() < 1e-5, "label {label}: {got} vs {want}");
         }
     }
 
@@ -319,6 +451,7 @@ mod tests {
     /// gradients as contiguous inputs up to float rounding, and the weights left contiguous.
     #[test]
     fn channels_last_inputs_match_contiguous() {
+        let _rng = rng_lock();
         for config in all_variants() {
             let vs = nn::VarStore::new(Device::Cpu);
             let net = Net::new(&vs.root(), &config);
@@ -336,9 +469,12 @@ mod tests {
             );
             let params = vs.trainable_variables();
             let run = |a: &Tensor, b: &Tensor, train: bool| {
-                let (p, v) = net.forward_t(a, b, train);
-                let loss = (p.log_softmax(1, Kind::Float).narrow(1, 0, 100).sum(Kind::Float)) * 0.01
+                let (p, v, r) = net.forward_with_reply_t(a, b, train);
+                let mut loss = (p.log_softmax(1, Kind::Float).narrow(1, 0, 100).sum(Kind::Float)) * 0.01
                     + v.square().sum(Kind::Float);
+                if let Some(r) = r {
+                    loss += r.log_softmax(1, Kind::Float).narrow(1, 50, 100).sum(Kind::Float) * 0.01;
+                }
                 let grads = Tensor::run_backward(&[loss], &params, false, false);
                 (p, v, grads)
             };

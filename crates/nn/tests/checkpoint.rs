@@ -41,6 +41,7 @@ fn small_config() -> ModelConfig {
         policy_channels: 16,
         value_channels: 4,
         value_hidden: 32,
+        aux_reply_head: false,
     }
 }
 
@@ -235,4 +236,71 @@ fn tensor_name_and_shape_mismatches_are_named() {
     let _net = koma_nn::Net::new(&vs.root(), net.config());
     let err = checkpoint::copy_into(&path, &tensors, &mut vs).unwrap_err().to_string();
     assert!(err.contains("missing") && err.contains("value.fc2.bias") && err.contains("stem.extra"), "{err}");
+}
+
+fn reply_config() -> ModelConfig {
+    ModelConfig { aux_reply_head: true, ..small_config() }
+}
+
+/// A checkpoint of a network without the reply head is written exactly as before the flag existed
+/// (no `aux_reply_head` key in the sidecar or the safetensors header, no `reply.*` tensors), so
+/// checkpoints written by older koma versions load, as networks without the head.
+#[test]
+fn checkpoints_without_the_reply_head_keep_the_old_format_and_load() {
+    let dir = TempDir::new("ckpt-noreply");
+    let (net, path) = saved(&dir, "old.safetensors");
+    let text = std::fs::read_to_string(checkpoint::sidecar_path(&path)).unwrap();
+    assert!(!text.contains("aux_reply_head") && !text.contains("reply"), "{text}");
+    let bytes = std::fs::read(&path).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = std::str::from_utf8(&bytes[8..8 + header_len]).unwrap();
+    assert!(!header.contains("reply"), "{header}");
+    // Written by hand as an old version did (the sidecar's model lists only the old fields).
+    let meta = sidecar_json(&path);
+    let keys: Vec<&String> = meta["model"].as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 8, "{keys:?}");
+    let loaded = Network::load(&path, &RunOptions::cpu()).unwrap();
+    assert!(!loaded.config().aux_reply_head && !loaded.net().has_reply_head());
+    let ps = positions();
+    assert_eq!(outputs(&net, &ps).policy_all(), outputs(&loaded, &ps).policy_all());
+    // Asked for the head, the old checkpoint is refused naming the field.
+    match Network::load_expecting(&path, &reply_config(), &RunOptions::cpu()) {
+        Err(Error::ArchitectureMismatch { field, .. }) => assert_eq!(field, "aux_reply_head"),
+        other => panic!("expected an architecture mismatch, got {other:?}"),
+    }
+    // …and can be given a fresh head, every other weight kept.
+    let upgraded = loaded.with_reply_head(Some(3)).unwrap();
+    assert!(upgraded.config().aux_reply_head && upgraded.net().has_reply_head());
+    assert_eq!(outputs(&upgraded, &ps).policy_all(), outputs(&net, &ps).policy_all());
+    let vars = upgraded.var_store().variables();
+    for (name, t) in loaded.var_store().variables() {
+        assert!(t.equal(&vars[&name]), "{name}");
+    }
+    assert!(vars.contains_key("reply.out.weight") && vars.contains_key("reply.bias"));
+}
+
+/// A network with the reply head round-trips (its tensors included); its main outputs are those
+/// of the same weights without the head.
+#[test]
+fn reply_head_round_trips() {
+    let dir = TempDir::new("ckpt-reply");
+    let mut net = Network::new(&reply_config(), &RunOptions::cpu(), Some(1)).unwrap();
+    koma_nn::model::randomize(net.var_store(), 2);
+    let path = dir.join("reply.safetensors");
+    net.save(&path, &TrainingInfo::default()).unwrap();
+    assert_eq!(sidecar_json(&path)["model"]["aux_reply_head"], true);
+    let loaded = Network::load(&path, &RunOptions::cpu()).unwrap();
+    assert_eq!(loaded.config(), &reply_config());
+    let ps = positions();
+    assert_eq!(outputs(&net, &ps).policy_all(), outputs(&loaded, &ps).policy_all());
+    let mut batch = InputBatch::new();
+    batch.encode(&ps);
+    let (in1, in2) = loaded.upload(&batch);
+    let (_, _, r1) = loaded.net().forward_with_reply_t(&in1, &in2, false);
+    let (_, _, r0) = net.net().forward_with_reply_t(&in1, &in2, false);
+    assert!(r1.unwrap().equal(&r0.unwrap()));
+    match Network::load_expecting(&path, &small_config(), &RunOptions::cpu()) {
+        Err(Error::ArchitectureMismatch { field, .. }) => assert_eq!(field, "aux_reply_head"),
+        other => panic!("expected an architecture mismatch, got {other:?}"),
+    }
 }

@@ -7,9 +7,13 @@
 //!   never the largest, and the rest renormalised);
 //! - value target: `λ·onehot(result) + (1 − λ)·root_wdl` over (win, draw, loss);
 //! - per-sample weights of the two losses (a sample without a policy, or not a full search when
-//!   `policy_full_search_only`, has policy weight 0).
+//!   `policy_full_search_only`, has policy weight 0);
+//! - with replies (a model with the opponent-reply head): the label of the opponent's next move
+//!   in the opponent's frame (`move_label(reply, !side_to_move)`, docs/nn.md), and a mask that is
+//!   0 for samples without one (the game ended after the sample's move, unknown ply).
 
 use koma_data::{flags, Sample};
+use koma_shogi::Move;
 use koma_nn::encoding::move_label;
 use koma_nn::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 use koma_shogi::Position;
@@ -31,6 +35,10 @@ pub struct HostBatch {
     pub result_class: Vec<i64>,
     pub policy_weight: Vec<f32>,
     pub value_weight: Vec<f32>,
+    /// Opponent-reply labels (opponent's frame; 0 where there is none) and their mask (1 with a
+    /// reply, 0 without); both empty when the batch was built without replies.
+    pub reply_label: Vec<i64>,
+    pub reply_weight: Vec<f32>,
     /// The sampler's state right after this batch was drawn (saved with the training state).
     pub rng_after: Option<Rng>,
     /// Samples dropped because their position did not unpack.
@@ -46,9 +54,25 @@ impl HostBatch {
         self.inputs.is_empty()
     }
 
+    /// Whether the batch carries reply labels (built with [`HostBatch::from_samples_with_replies`]).
+    pub fn has_replies(&self) -> bool {
+        !self.reply_weight.is_empty()
+    }
+
     /// Builds a batch from samples (positions are unpacked and encoded in parallel). A sample
     /// whose position does not unpack is left out with a warning.
     pub fn from_samples(samples: &[Sample], loss: &LossConfig) -> HostBatch {
+        HostBatch::build(samples, None, loss)
+    }
+
+    /// [`HostBatch::from_samples`] with each sample's opponent reply (`replies[i]` for
+    /// `samples[i]`; `None`: no reply, masked out of the reply loss).
+    pub fn from_samples_with_replies(samples: &[Sample], replies: &[Option<Move>], loss: &LossConfig) -> HostBatch {
+        assert_eq!(samples.len(), replies.len(), "one reply per sample");
+        HostBatch::build(samples, Some(replies), loss)
+    }
+
+    fn build(samples: &[Sample], replies: Option<&[Option<Move>]>, loss: &LossConfig) -> HostBatch {
         let unpacked: Vec<Option<Position>> = samples
             .par_iter()
             .map(|s| match s.position.unpack() {
@@ -59,10 +83,10 @@ impl HostBatch {
                 }
             })
             .collect();
-        let kept: Vec<(&Sample, Position)> =
-            samples.iter().zip(unpacked).filter_map(|(s, p)| p.map(|p| (s, p))).collect();
+        let kept: Vec<(usize, &Sample, Position)> =
+            samples.iter().zip(unpacked).enumerate().filter_map(|(i, (s, p))| p.map(|p| (i, s, p))).collect();
         let n = kept.len();
-        let positions: Vec<&Position> = kept.iter().map(|(_, p)| p).collect();
+        let positions: Vec<&Position> = kept.iter().map(|(_, _, p)| p).collect();
         let mut batch = HostBatch {
             inputs: InputBatch::with_capacity(n),
             policy: vec![0.0; n * MOVE_LABELS],
@@ -70,12 +94,23 @@ impl HostBatch {
             result_class: Vec::with_capacity(n),
             policy_weight: Vec::with_capacity(n),
             value_weight: Vec::with_capacity(n),
+            reply_label: Vec::new(),
+            reply_weight: Vec::new(),
             rng_after: None,
             dropped: samples.len() - n,
         };
         batch.inputs.encode(&positions);
         let lambda = loss.value_lambda as f32;
-        for (i, (s, pos)) in kept.iter().enumerate() {
+        for (i, (k, s, pos)) in kept.iter().enumerate() {
+            if let Some(replies) = replies {
+                // The reply is the opponent's move: labelled from the opponent's side.
+                let (label, w) = match replies[*k] {
+                    Some(m) => (move_label(m, !pos.side_to_move()) as i64, 1.0),
+                    None => (0, 0.0),
+                };
+                batch.reply_label.push(label);
+                batch.reply_weight.push(w);
+            }
             let has_policy =
                 fill_policy(s, pos, loss.policy_prune_below, &mut batch.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS]);
             let full = s.flags & flags::FULL_SEARCH != 0;
@@ -124,6 +159,9 @@ impl HostBatch {
             result_class: up(Tensor::from_slice(&self.result_class)),
             policy_weight: up(Tensor::from_slice(&self.policy_weight)),
             value_weight: up(Tensor::from_slice(&self.value_weight)),
+            reply: self.has_replies().then(|| {
+                (up(Tensor::from_slice(&self.reply_label)), up(Tensor::from_slice(&self.reply_weight)))
+            }),
             len: self.len(),
         }
     }
@@ -164,6 +202,8 @@ pub struct DeviceBatch {
     pub result_class: Tensor,
     pub policy_weight: Tensor,
     pub value_weight: Tensor,
+    /// Reply labels `(N,)` i64 and mask `(N,)` f32, when the batch has replies.
+    pub reply: Option<(Tensor, Tensor)>,
     pub len: usize,
 }
 
@@ -179,9 +219,23 @@ pub struct Losses {
     pub policy_top1: Tensor,
     /// Fraction of samples whose most likely W/D/L class is the game result.
     pub value_accuracy: Tensor,
+    /// With reply logits and labels: the mean (over the whole batch; samples without a reply add
+    /// 0) cross-entropy of the reply head against the opponent's actual reply, and the fraction of
+    /// samples with a reply whose top reply label is it.
+    pub reply: Option<(Tensor, Tensor)>,
 }
 
-pub fn losses(policy_logits: &Tensor, wdl_logits: &Tensor, b: &DeviceBatch, config: &LossConfig) -> Losses {
+/// The loss terms. `reply_logits` (the reply head's output) count when the batch has reply labels:
+/// `total` then adds `reply_weight · reply` with `config.reply_weight` (default
+/// [`crate::config::DEFAULT_REPLY_WEIGHT`]); without labels they add exactly 0 (and `reply` is
+/// None).
+pub fn losses(
+    policy_logits: &Tensor,
+    wdl_logits: &Tensor,
+    reply_logits: Option<&Tensor>,
+    b: &DeviceBatch,
+    config: &LossConfig,
+) -> Losses {
     let n = b.len.max(1) as f64;
     let logp = policy_logits.log_softmax(1, Kind::Float);
     let policy_each = -(&b.policy * &logp).sum_dim_intlist([1i64].as_slice(), false, Kind::Float);
@@ -189,7 +243,27 @@ pub fn losses(policy_logits: &Tensor, wdl_logits: &Tensor, b: &DeviceBatch, conf
     let logv = wdl_logits.log_softmax(1, Kind::Float);
     let value_each = -(&b.value * &logv).sum_dim_intlist([1i64].as_slice(), false, Kind::Float);
     let value = (&value_each * &b.value_weight).sum(Kind::Float) / n;
-    let total = &policy * config.policy_weight + &value * config.value_weight;
+    let mut total = &policy * config.policy_weight + &value * config.value_weight;
+    let reply = match (reply_logits, &b.reply) {
+        (Some(logits), Some((labels, mask))) => {
+            let logp = logits.log_softmax(1, Kind::Float);
+            let each = -logp.gather(1, &labels.unsqueeze(1), false).squeeze_dim(1);
+            let loss = (&each * mask).sum(Kind::Float) / n;
+            total = total + &loss * config.reply_weight.unwrap_or(crate::config::DEFAULT_REPLY_WEIGHT);
+            let top1 = tch::no_grad(|| {
+                let agree = logits.argmax(1, false).eq_tensor(labels).to_kind(Kind::Float);
+                (agree * mask).sum(Kind::Float) / mask.sum(Kind::Float).clamp_min(1.0)
+            });
+            Some((loss.detach(), top1))
+        }
+        (Some(logits), None) => {
+            // No reply labels (a batch built without replies): the head contributes exactly 0,
+            // but stays in the graph, so gradients over all parameters can still be taken.
+            total = total + logits.sum(Kind::Float) * 0.0;
+            None
+        }
+        _ => None,
+    };
     let (policy_top1, value_accuracy) = tch::no_grad(|| {
         let has = b.policy_weight.gt(0.0).to_kind(Kind::Float);
         let agree = policy_logits.argmax(1, false).eq_tensor(&b.policy.argmax(1, false)).to_kind(Kind::Float);
@@ -197,7 +271,7 @@ pub fn losses(policy_logits: &Tensor, wdl_logits: &Tensor, b: &DeviceBatch, conf
         let vacc = wdl_logits.argmax(1, false).eq_tensor(&b.result_class).to_kind(Kind::Float).mean(Kind::Float);
         (top1, vacc)
     });
-    Losses { total, policy: policy.detach(), value: value.detach(), policy_top1, value_accuracy }
+    Losses { total, policy: policy.detach(), value: value.detach(), policy_top1, value_accuracy, reply }
 }
 
 #[cfg(test)]
@@ -252,6 +326,59 @@ mod tests {
         assert_eq!(b2.policy_weight, vec![0.0]);
     }
 
+    /// Reply labels are the opponent's move in the opponent's frame; samples without a reply
+    /// are masked: their reply logits change neither the loss nor get a gradient.
+    #[test]
+    fn reply_targets_and_mask() {
+        let mut pos = Position::startpos();
+        let first = pos.legal_moves()[0];
+        let s0 = sample(&pos, vec![(first, 1.0)], 1, flags::FULL_SEARCH);
+        pos.do_move(first);
+        let reply = pos.legal_moves()[5];
+        let s1 = sample(&pos, vec![(reply, 1.0)], -1, flags::FULL_SEARCH);
+        let config = LossConfig::default();
+        let b = HostBatch::from_samples_with_replies(&[s0.clone(), s1.clone()], &[Some(reply), None], &config);
+        // Sample 0 is Black to move; its reply is White's, labelled as White sees it (the label
+        // the main head gives that move at the next position).
+        assert_eq!(b.reply_label, vec![move_label(reply, koma_shogi::Color::White) as i64, 0]);
+        assert_eq!(b.reply_weight, vec![1.0, 0.0]);
+        assert!(b.has_replies() && !HostBatch::from_samples(&[s0, s1], &config).has_replies());
+        let d = b.to_device(Device::Cpu);
+        let p = Tensor::zeros([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu));
+        let v = Tensor::zeros([2, 3], (Kind::Float, Device::Cpu));
+        tch::manual_seed(4);
+        let r = Tensor::randn([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let l = losses(&p, &v, Some(&r), &d, &config);
+        let (reply_loss, _) = l.reply.as_ref().unwrap();
+        // Only row 0 counts, divided by the batch size.
+        let label = b.reply_label[0];
+        let row0 = -r.get(0).log_softmax(0, Kind::Float).double_value(&[label]);
+        assert!((reply_loss.double_value(&[]) - row0 / 2.0).abs() < 1e-5);
+        // total = policy + value + 0.15 · reply.
+        let expected = l.policy.double_value(&[]) + l.value.double_value(&[]) + 0.15 * row0 / 2.0;
+        assert!((l.total.double_value(&[]) - expected).abs() < 1e-4);
+        let g = Tensor::run_backward(&[&l.total], &[&r], false, false).pop().unwrap();
+        assert_eq!(g.get(1).abs().sum(Kind::Float).double_value(&[]), 0.0, "masked row gets no gradient");
+        assert!(g.get(0).abs().sum(Kind::Float).double_value(&[]) > 0.0);
+        // Changing the masked row's logits changes nothing; a perfect row 0 gives top-1 = 1.
+        let r2 = r.detach().copy();
+        let _ = r2.get(1).fill_(3.0);
+        let _ = r2.get(0).get(label).fill_(50.0);
+        let l2 = losses(&p, &v, Some(&r2), &d, &config);
+        let (loss2, top1) = l2.reply.unwrap();
+        assert!(loss2.double_value(&[]) < 1e-6);
+        assert_eq!(top1.double_value(&[]), 1.0);
+        // An explicit weight is used.
+        let l3 = losses(&p, &v, Some(&r), &d, &LossConfig { reply_weight: Some(1.0), ..config.clone() });
+        assert!((l3.total.double_value(&[]) - (expected + 0.85 * row0 / 2.0)).abs() < 1e-4);
+        // Without reply logits (or without reply labels) nothing is added.
+        assert!(losses(&p, &v, None, &d, &config).reply.is_none());
+        let plain = HostBatch::from_samples(&[sample(&Position::startpos(), vec![(first, 1.0)], 1, 0)], &config);
+        let l4 = losses(&p.narrow(0, 0, 1), &v.narrow(0, 0, 1), Some(&r.narrow(0, 0, 1)), &plain.to_device(Device::Cpu), &config);
+        assert!(l4.reply.is_none());
+        assert!((l4.total.double_value(&[]) - (l4.policy.double_value(&[]) + l4.value.double_value(&[]))).abs() < 1e-6);
+    }
+
     #[test]
     fn channels_last_batch_has_the_same_values() {
         let samples = crate::synth::random_samples(5, 9, crate::synth::SynthPolicy::Random);
@@ -276,7 +403,7 @@ mod tests {
         // Uniform logits: policy CE = ln 2187, value CE = ln 3.
         let p = Tensor::zeros([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu));
         let v = Tensor::zeros([2, 3], (Kind::Float, Device::Cpu));
-        let l = losses(&p, &v, &b, &config);
+        let l = losses(&p, &v, None, &b, &config);
         assert!((l.policy.double_value(&[]) - (MOVE_LABELS as f64).ln()).abs() < 1e-4);
         assert!((l.value.double_value(&[]) - 3f64.ln()).abs() < 1e-5);
         assert!((l.total.double_value(&[]) - (MOVE_LABELS as f64).ln() - 3f64.ln()).abs() < 1e-4);
@@ -284,7 +411,7 @@ mod tests {
         let label = move_label(moves[0], pos.side_to_move()) as i64;
         let p = p.index_fill(1, &Tensor::from_slice(&[label]), 30.0);
         let v = Tensor::from_slice(&[9.0f32, 0.0, 0.0, 9.0, 0.0, 0.0]).view([2, 3]);
-        let l = losses(&p, &v, &b, &config);
+        let l = losses(&p, &v, None, &b, &config);
         assert_eq!(l.policy_top1.double_value(&[]), 1.0);
         assert_eq!(l.value_accuracy.double_value(&[]), 1.0);
         assert!(l.policy.double_value(&[]) < 1e-6);

@@ -249,6 +249,34 @@ pub struct LossConfig {
     pub policy_prune_below: f32,
     /// Train the policy only on samples flagged as full searches (the value on all).
     pub policy_full_search_only: bool,
+    /// Weight of the opponent-reply auxiliary loss (KataGo §3.4): cross-entropy of the model's
+    /// reply head (`[model] aux_reply_head`) against the move the opponent played next. Unset: 0.15
+    /// ([`DEFAULT_REPLY_WEIGHT`], KataGo's) when the model has the head, nothing when it has
+    /// none. Set explicitly above 0, a model without the head is an error. 0 leaves the head
+    /// untrained.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_weight: Option<f64>,
+}
+
+/// The opponent-reply loss weight when a model has the head and `reply_weight` is not set.
+pub const DEFAULT_REPLY_WEIGHT: f64 = 0.15;
+
+impl LossConfig {
+    /// The reply loss weight in effect for a model with (`has_head`) or without the reply head;
+    /// an error naming both settings when the weight is set above 0 and the model has no head.
+    pub fn reply_weight_for(&self, has_head: bool) -> Result<f64> {
+        match (self.reply_weight, has_head) {
+            (None, true) => Ok(DEFAULT_REPLY_WEIGHT),
+            (None, false) => Ok(0.0),
+            (Some(w), true) => Ok(w),
+            (Some(w), false) if w > 0.0 => Err(TrainError::Config(format!(
+                "[train.loss] reply_weight = {w}, but the model has no opponent-reply head: give the \
+                 model one (`aux_reply_head = true` in its [model] config, for a fresh network) or set \
+                 reply_weight = 0"
+            ))),
+            (Some(_), false) => Ok(0.0),
+        }
+    }
 }
 
 impl Default for LossConfig {
@@ -259,6 +287,7 @@ impl Default for LossConfig {
             value_weight: 1.0,
             policy_prune_below: 0.0,
             policy_full_search_only: false,
+            reply_weight: None,
         }
     }
 }
@@ -425,7 +454,10 @@ impl TrainConfig {
         if !(0.0..=1.0).contains(&self.loss.value_lambda) {
             return bad("loss.value_lambda must be in [0, 1]");
         }
-        if self.loss.policy_weight < 0.0 || self.loss.value_weight < 0.0 {
+        if self.loss.policy_weight < 0.0
+            || self.loss.value_weight < 0.0
+            || self.loss.reply_weight.is_some_and(|w| !(w >= 0.0 && w.is_finite()))
+        {
             return bad("loss weights must be ≥ 0");
         }
         let w = &self.window;

@@ -66,6 +66,9 @@ pub struct LoaderSetup {
     pub rng: Rng,
     /// Samples the trainer has seen before the first batch (for the follow ratio).
     pub samples_seen: u64,
+    /// Give each sample its opponent reply (the model has the reply head). The same samples are
+    /// drawn either way.
+    pub replies: bool,
 }
 
 pub struct Loader {
@@ -185,11 +188,20 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
                 setup.shards_dir.display()
             )));
         }
-        let samples = window.sample(batch_size, &mut |n| rng.below(n))?;
-        if samples.is_empty() {
-            return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
-        }
-        let mut batch = HostBatch::from_samples(&samples, &setup.loss);
+        let mut batch = if setup.replies {
+            let (samples, replies): (Vec<_>, Vec<_>) =
+                window.sample_with_replies(batch_size, &mut |n| rng.below(n))?.into_iter().unzip();
+            if samples.is_empty() {
+                return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
+            }
+            HostBatch::from_samples_with_replies(&samples, &replies, &setup.loss)
+        } else {
+            let samples = window.sample(batch_size, &mut |n| rng.below(n))?;
+            if samples.is_empty() {
+                return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
+            }
+            HostBatch::from_samples(&samples, &setup.loss)
+        };
         if batch.is_empty() {
             return Err(TrainError::NoData(format!(
                 "no position of a batch from {} unpacked",

@@ -25,6 +25,13 @@ pub struct MetricsRecord {
     pub policy_top1: f64,
     /// Fraction of samples whose most likely W/D/L class is the game result.
     pub value_accuracy: f64,
+    /// Opponent-reply loss (mean cross-entropy, samples without a reply counting 0) and the
+    /// fraction of samples with a reply whose top reply label is it; only for models with the
+    /// reply head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_loss: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_top1: Option<f64>,
     /// Global gradient L2 norm before clipping (mean over the interval's applied steps).
     pub grad_norm: f64,
     pub samples_per_second: f64,
@@ -51,6 +58,11 @@ pub struct StepStats {
     pub loss: f32,
     pub policy_top1: f32,
     pub value_accuracy: f32,
+    /// Reply loss and top-1 (models with the reply head).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_loss: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_top1: Option<f32>,
     pub grad_norm: f64,
     /// The update was skipped (inf/NaN gradients under loss scaling).
     pub skipped: bool,
@@ -63,6 +75,9 @@ pub(crate) struct Accumulator {
     skipped: u64,
     applied: u64,
     sums: [f64; 5],
+    /// Reply loss and top-1 sums, and the steps that had them.
+    reply: [f64; 2],
+    reply_steps: u64,
     grad_norm: f64,
     samples: u64,
     since: Instant,
@@ -75,6 +90,8 @@ impl Accumulator {
             skipped: 0,
             applied: 0,
             sums: [0.0; 5],
+            reply: [0.0; 2],
+            reply_steps: 0,
             grad_norm: 0.0,
             samples: 0,
             since: Instant::now(),
@@ -83,6 +100,11 @@ impl Accumulator {
 
     pub fn add(&mut self, s: &StepStats) {
         self.steps += 1;
+        if let (Some(loss), Some(top1)) = (s.reply_loss, s.reply_top1) {
+            self.reply[0] += loss as f64;
+            self.reply[1] += top1 as f64;
+            self.reply_steps += 1;
+        }
         self.samples += s.samples as u64;
         for (sum, v) in self.sums.iter_mut().zip([s.policy_loss, s.value_loss, s.loss, s.policy_top1, s.value_accuracy])
         {
@@ -113,6 +135,8 @@ impl Accumulator {
             loss: self.sums[2] / n,
             policy_top1: self.sums[3] / n,
             value_accuracy: self.sums[4] / n,
+            reply_loss: (self.reply_steps > 0).then(|| self.reply[0] / self.reply_steps as f64),
+            reply_top1: (self.reply_steps > 0).then(|| self.reply[1] / self.reply_steps as f64),
             grad_norm: if self.applied > 0 { self.grad_norm / self.applied as f64 } else { 0.0 },
             samples_per_second: if seconds > 0.0 { self.samples as f64 / seconds } else { 0.0 },
             steps: self.steps,

@@ -236,6 +236,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         follow: options.follow.then(|| config.follow.clone()),
         rng: trainer.rng().clone(),
         samples_seen: start_samples,
+        replies: trainer.wants_replies(),
     })?;
     let started = Instant::now();
     let mut acc = Accumulator::new();

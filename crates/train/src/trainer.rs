@@ -238,6 +238,8 @@ impl Trainer {
 
     fn assemble(config: TrainConfig, network: Network, mode: Mode, parent: Option<String>) -> Result<Trainer> {
         let device = network.device();
+        // A reply_weight set for a model without the reply head is an error naming both.
+        config.loss.reply_weight_for(network.net().has_reply_head())?;
         let mut params: Vec<(String, Tensor)> =
             network.var_store().variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
@@ -369,6 +371,11 @@ impl Trainer {
         self.network.config()
     }
 
+    /// Whether batches should carry opponent replies: the model has the reply head.
+    pub fn wants_replies(&self) -> bool {
+        self.network.net().has_reply_head()
+    }
+
     pub fn loss_scaler(&self) -> Option<&LossScaler> {
         self.scaler.as_ref()
     }
@@ -393,7 +400,12 @@ impl Trainer {
         if let Some(rng) = &batch.rng_after {
             self.rng = rng.clone();
         }
-        let stats = Tensor::stack(&[l.0, l.1, l.2, l.3, l.4], 0).to_kind(Kind::Float).to_device(Device::Cpu);
+        let (l, reply) = l;
+        let mut parts = vec![l.0, l.1, l.2, l.3, l.4];
+        if let Some((loss, top1)) = reply {
+            parts.extend([loss, top1]);
+        }
+        let stats = Tensor::stack(&parts, 0).to_kind(Kind::Float).to_device(Device::Cpu);
         let v = Vec::<f32>::try_from(&stats)?;
         Ok(StepStats {
             step: self.step,
@@ -405,6 +417,8 @@ impl Trainer {
             loss: v[2],
             policy_top1: v[3],
             value_accuracy: v[4],
+            reply_loss: v.get(5).copied(),
+            reply_top1: v.get(6).copied(),
             grad_norm: grads_norm,
             skipped: !applied,
             loss_scale: self.scaler.as_ref().map(|s| s.scale),
@@ -416,15 +430,27 @@ impl Trainer {
         &mut self,
         b: &DeviceBatch,
         lr: f64,
-    ) -> Result<((Tensor, Tensor, Tensor, Tensor, Tensor), f64, bool)> {
-        let (policy, wdl) = match (self.mode, self.compute.as_ref()) {
-            (Mode::Bf16, Some(c)) => {
-                c.net.forward_t(&b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16), true)
+    ) -> Result<(((Tensor, Tensor, Tensor, Tensor, Tensor), Option<(Tensor, Tensor)>), f64, bool)> {
+        // A model with the reply head always runs it (a batch without reply labels gives it a zero
+        // loss term, so that its parameters stay in the graph the gradients are taken over).
+        let with_reply = self.network.net().has_reply_head();
+        let forward = |net: &Net, in1: &Tensor, in2: &Tensor| {
+            if with_reply {
+                net.forward_with_reply_t(in1, in2, true)
+            } else {
+                let (p, v) = net.forward_t(in1, in2, true);
+                (p, v, None)
             }
-            (Mode::F16, _) => tch::autocast(true, || self.network.net().forward_t(&b.input1, &b.input2, true)),
-            _ => self.network.net().forward_t(&b.input1, &b.input2, true),
         };
-        let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), b, &self.config.loss);
+        let (policy, wdl, reply) = match (self.mode, self.compute.as_ref()) {
+            (Mode::Bf16, Some(c)) => {
+                forward(&c.net, &b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16))
+            }
+            (Mode::F16, _) => tch::autocast(true, || forward(self.network.net(), &b.input1, &b.input2)),
+            _ => forward(self.network.net(), &b.input1, &b.input2),
+        };
+        let reply = reply.map(|r| r.to_kind(Kind::Float));
+        let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), reply.as_ref(), b, &self.config.loss);
         // Gradients of the tensors that compute, as fresh tensors (torch.autograd.grad): no
         // zeroing, no accumulation, and the optimiser may update them in place.
         let sources: Vec<Tensor> = match self.compute.as_ref() {
@@ -473,7 +499,7 @@ impl Trainer {
                 c.load_master(&master, false);
             }
         }
-        Ok(((l.policy, l.value, l.total.detach(), l.policy_top1, l.value_accuracy), norm, apply))
+        Ok((((l.policy, l.value, l.total.detach(), l.policy_top1, l.value_accuracy), l.reply), norm, apply))
     }
 
     /// Writes `models_dir/model-STEP.safetensors` and its sidecar (atomically) and makes it the
@@ -524,18 +550,27 @@ pub struct Evaluation {
     pub value_loss: f64,
     pub policy_top1: f64,
     pub value_accuracy: f64,
+    /// Opponent-reply loss and top-1 agreement, for a network with the reply head and a batch
+    /// with replies.
+    pub reply_loss: Option<f64>,
+    pub reply_top1: Option<f64>,
 }
 
 pub fn evaluate(network: &Network, batch: &HostBatch, loss: &crate::config::LossConfig) -> Evaluation {
     let _guard = tch::no_grad_guard();
     let b = batch.to_device(network.device());
-    let (p, v) = network.forward_tensors(&b.input1, &b.input2);
-    let l = losses(&p.to_kind(Kind::Float), &v.to_kind(Kind::Float), &b, loss);
+    let in1 = b.input1.to_device(network.device()).to_kind(network.kind());
+    let in2 = b.input2.to_device(network.device()).to_kind(network.kind());
+    let (p, v, r) = network.net().forward_with_reply_t(&in1, &in2, false);
+    let r = r.filter(|_| b.reply.is_some()).map(|r| r.to_kind(Kind::Float));
+    let l = losses(&p.to_kind(Kind::Float), &v.to_kind(Kind::Float), r.as_ref(), &b, loss);
     Evaluation {
         policy_loss: l.policy.double_value(&[]),
         value_loss: l.value.double_value(&[]),
         policy_top1: l.policy_top1.double_value(&[]),
         value_accuracy: l.value_accuracy.double_value(&[]),
+        reply_loss: l.reply.as_ref().map(|(x, _)| x.double_value(&[])),
+        reply_top1: l.reply.as_ref().map(|(_, x)| x.double_value(&[])),
     }
 }
 

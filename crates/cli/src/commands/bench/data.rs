@@ -171,6 +171,7 @@ pub fn run(args: Args) -> Result<()> {
         follow: None,
         rng: Rng::seeded(11),
         samples_seen: 0,
+        replies: false,
     })?;
     let mut loader_times = Vec::new();
     let mut first: Option<Instant> = None;
