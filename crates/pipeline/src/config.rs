@@ -219,6 +219,7 @@ impl PipelineConfig {
     fn validate(&self) -> std::result::Result<(), String> {
         self.selfplay.validate().map_err(|e| format!("[selfplay] {e}"))?;
         self.train.validate().map_err(|e| format!("[train] {e}"))?;
+        self.train.loss.reply_weight_for(self.model.aux_reply_head).map_err(|e| e.to_string())?;
         // The pipeline runs both stages on one device: [run] says which, once.
         if self.train.device != TrainConfig::default().device || self.train.threads.is_some() {
             return Err("[train] device and threads are set in [run] for the pipeline (device, threads)".into());
@@ -357,6 +358,8 @@ mod tests {
         assert!(e.contains("dirichlet_epsilon"), "{e}");
         let e = PipelineConfig::parse("[selfplay]\nsimulations = 1\n", "x").unwrap_err().to_string();
         assert!(e.contains("simulations = 1"), "{e}");
+        let e = PipelineConfig::parse("[train.loss]\nreply_weight = 0.15\n", "x").unwrap_err().to_string();
+        assert!(e.contains("reply_weight") && e.contains("aux_reply_head"), "{e}");
         let e = PipelineConfig::parse("[selfplay.search]\nmate_in_one = true\n", "x").unwrap_err().to_string();
         assert!(e.contains("mate_plies = 1"), "{e}");
     }
