@@ -89,8 +89,9 @@ fn gpu_small_self_play_games_differ_within_a_run_and_between_seeds() {
 
 #[test]
 fn a_full_search_target_holds_only_that_searchs_visits() {
-    // PUCT as in tiny-cpu: 8 simulations, one of which evaluates the root, leave 7 child visits.
+    // A PUCT root (visit-count targets): 8 simulations, one of which evaluates the root, leave 7 child visits.
     let mut config = small(&shipped("tiny-cpu").selfplay, 5);
+    config.search.root = RootSelection::Puct;
     config.simulations = 8;
     config.cheap_simulations = 3;
     config.full_search_fraction = 0.5;
