@@ -11,6 +11,7 @@ use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use koma_pipeline::experiment::{self, ExperimentEvent, ExperimentOptions, ExperimentReport, Outcome, SpecOverrides};
 
+use super::pipeline::duration;
 use super::plot;
 use crate::{interrupt, logging};
 
@@ -70,14 +71,6 @@ pub struct Args {
     json: bool,
 }
 
-fn duration(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    match (s / 3600, (s / 60) % 60, s % 60) {
-        (0, 0, sec) => format!("{sec}s"),
-        (0, m, sec) => format!("{m}m{sec:02}s"),
-        (h, m, sec) => format!("{h}h{m:02}m{sec:02}s"),
-    }
-}
 
 /// The command line as typed, quoted where needed.
 fn command_line() -> String {

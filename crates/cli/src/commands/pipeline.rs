@@ -51,7 +51,7 @@ pub struct Args {
 }
 
 /// Seconds as `1h02m03s` / `2m03s` / `3s`.
-fn duration(seconds: f64) -> String {
+pub(crate) fn duration(seconds: f64) -> String {
     let s = seconds.max(0.0).round() as u64;
     match (s / 3600, (s / 60) % 60, s % 60) {
         (0, 0, sec) => format!("{sec}s"),
