@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
+use crossbeam::channel::unbounded;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use koma_pipeline::experiment::{self, ExperimentEvent, ExperimentOptions, ExperimentReport, Outcome, SpecOverrides};
 
-use super::pipeline::duration;
+use super::pipeline::{drain, duration, LiveStatus};
 use super::plot;
 use crate::{interrupt, logging};
 
@@ -173,17 +173,13 @@ impl Status {
     }
 }
 
-fn drain(events: &Receiver<ExperimentEvent>, status: &mut Status, done: &dyn Fn() -> bool) {
-    loop {
-        match events.recv_timeout(Duration::from_millis(250)) {
-            Ok(e) => status.apply(e),
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-        status.tick();
-        if done() && events.is_empty() {
-            return;
-        }
+impl LiveStatus<ExperimentEvent> for Status {
+    fn apply(&mut self, event: ExperimentEvent) {
+        Status::apply(self, event)
+    }
+
+    fn tick(&mut self) {
+        Status::tick(self)
     }
 }
 

@@ -300,7 +300,24 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     }
 }
 
-fn drain(events: &Receiver<Event>, status: &mut Status, done: &dyn Fn() -> bool) {
+/// A live status display fed by a stage's events and redrawn between them.
+pub(crate) trait LiveStatus<E> {
+    fn apply(&mut self, event: E);
+    fn tick(&mut self);
+}
+
+impl LiveStatus<Event> for Status {
+    fn apply(&mut self, event: Event) {
+        Status::apply(self, event)
+    }
+
+    fn tick(&mut self) {
+        Status::tick(self)
+    }
+}
+
+/// Feeds `events` to `status` until the channel closes, or `done()` with nothing left to show.
+pub(crate) fn drain<E>(events: &Receiver<E>, status: &mut impl LiveStatus<E>, done: &dyn Fn() -> bool) {
     loop {
         match events.recv_timeout(Duration::from_millis(250)) {
             Ok(e) => status.apply(e),

@@ -2,7 +2,7 @@
 //! exact values of nodes the rules (or a short mate search) decide.
 
 use koma_shogi::rules::Repetition;
-use koma_shogi::{Position, Status};
+use koma_shogi::{Move, Position, Status};
 
 use super::Search;
 use crate::tree::NONE;
@@ -36,12 +36,16 @@ impl Search {
         if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) {
             return Some(1);
         }
-        let mate = match self.config.mate_plies {
-            0 => false,
-            1 | 2 => pos.mate_in_one().is_some(),
-            _ => pos.mate_in_three(self.config.mate_max_positions).is_some(),
-        };
-        mate.then_some(1)
+        self.short_mate(pos).map(|_| 1)
+    }
+
+    /// The first move of a mate by the side to move within `mate_plies` (none when 0).
+    pub(super) fn short_mate(&self, pos: &mut Position) -> Option<Move> {
+        match self.config.mate_plies {
+            0 => None,
+            1 | 2 => pos.mate_in_one(),
+            _ => pos.mate_in_three(self.config.mate_max_positions),
+        }
     }
 
     /// Adds a visit with `value` (for the side to move at `node`) to `node` and each ancestor,

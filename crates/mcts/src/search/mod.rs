@@ -139,11 +139,7 @@ impl Search {
         self.root_hash = pos.hash();
         self.budget = simulations;
         self.gumbel = None;
-        self.root_mate = match self.config.mate_plies {
-            0 => None,
-            1 | 2 => pos.clone().mate_in_one(),
-            _ => pos.clone().mate_in_three(self.config.mate_max_positions),
-        };
+        self.root_mate = self.short_mate(&mut pos.clone());
         if self.tree.is_empty() {
             pos.generate_legal(&mut self.moves);
             self.tree.add_node(NONE, &self.moves);
