@@ -178,3 +178,15 @@ def test_stages_run_as_separate_processes_and_stop_on_ctrl_c(koma_bin, tmp_path,
     state = json.load(open(os.path.join(run, "train", "state", "state.json")))
     assert state["step"] == tr["final_step"]
     assert sum(read_shard(s)[0] for s in shards(run)) > n0
+
+
+def test_reaching_the_step_count_ends_the_run_normally_with_its_report(koma_bin, tmp_path, config):
+    # The trainer finishing its steps is a normal end (not "interrupted"), so the report runs.
+    run = str(tmp_path / "run")
+    done = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "12", "--json"],
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["stop_reason"] == "steps_reached", summary["stop_reason"]
+    assert summary["train"]["final_step"] == 12
+    assert summary["report"] is not None

@@ -98,7 +98,7 @@ def test_whole_game_with_cshogi_engine(koma_bin, tiny_model, tmp_path):
 
 def test_match_between_two_engines(koma_bin, tiny_model, tmp_path):
     net = wrapper(tmp_path, "koma-net.sh", koma_bin, "--model", tiny_model, "--device", "cpu", "--threads", "1", "--playouts", "32")
-    uniform = wrapper(tmp_path, "koma-uniform.sh", koma_bin, "--playouts", "32")
+    uniform = wrapper(tmp_path, "koma-uniform.sh", koma_bin, "--uniform", "--playouts", "32")
     records = tmp_path / "records"
     records.mkdir()
     # Two random openings: one that leaves the side to move a forced mate (cshogi's mate search
@@ -149,7 +149,7 @@ def test_match_between_two_engines(koma_bin, tiny_model, tmp_path):
 
 
 def test_garbage_on_stdin_is_survived(koma_bin):
-    proc = subprocess.Popen([koma_bin, "usi"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen([koma_bin, "usi", "--uniform"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     junk = b"".join([
         b"\xff\xfe\x00garbage\r\n",
         b"x" * (3 << 20) + b"\n",  # longer than the engine reads

@@ -5,7 +5,7 @@
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 
-use crate::player::{Action, Player};
+use crate::player::{Action, Player, PlayerError};
 
 /// A finished game.
 #[derive(Clone, Debug)]
@@ -17,15 +17,16 @@ pub struct PlayedGame {
     pub note: Option<String>,
 }
 
-/// Plays `black` against `white` from `start` (whoever is to move there moves first).
-pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Position, rules: &GameRules) -> PlayedGame {
+/// Plays `black` against `white` from `start` (whoever is to move there moves first). A fatal
+/// player error (our own network failing) is returned instead of a game.
+pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Position, rules: &GameRules) -> Result<PlayedGame, PlayerError> {
     black.new_game();
     white.new_game();
     let mut pos = start.clone();
     let mut moves = Vec::new();
     // The record starts at the given position (an opening's own moves are not part of the game).
     let root = start.without_history();
-    let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| PlayedGame { start: root.clone(), moves, result, note };
+    let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| Ok(PlayedGame { start: root.clone(), moves, result, note });
     loop {
         let us = pos.side_to_move();
         let status = pos.status(rules);
@@ -35,6 +36,7 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
         let player: &mut dyn Player = if us == Color::Black { &mut *black } else { &mut *white };
         let lose = |reason| GameResult { winner: Some(!us), reason };
         match player.act(&pos) {
+            Err(error) if error.fatal => return Err(error),
             Err(error) => {
                 let note = format!("{} ({us:?}) forfeits: {error}", player.name());
                 tracing::warn!("{note}");

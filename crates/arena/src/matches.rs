@@ -191,8 +191,10 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                     let (pair, a_black) = (index / 2, index % 2 == 0);
                     let opening = pair % openings.len();
                     let start = &openings[opening];
-                    let game = if a_black { play_game(pa.as_mut(), pb.as_mut(), start, &rules) } else { play_game(pb.as_mut(), pa.as_mut(), start, &rules) };
-                    if sender.send(Ok(MatchGame { pair, a_black, opening, game })).is_err() {
+                    let played = if a_black { play_game(pa.as_mut(), pb.as_mut(), start, &rules) } else { play_game(pb.as_mut(), pa.as_mut(), start, &rules) };
+                    let message = played.map(|game| MatchGame { pair, a_black, opening, game }).map_err(|e| e.message);
+                    let fatal = message.is_err();
+                    if sender.send(message).is_err() || fatal {
                         return;
                     }
                 }
@@ -250,10 +252,8 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
     });
     match failure {
         Some(e) if state.played == 0 => Err(e),
-        Some(e) => {
-            tracing::warn!("match stopped early: {e}");
-            Ok(state)
-        }
+        // The games played stay in the results file; the match itself failed.
+        Some(e) => Err(format!("{e} (the match stopped after {} games)", state.played)),
         None => Ok(state),
     }
 }

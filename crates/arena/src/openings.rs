@@ -4,7 +4,7 @@
 
 use std::collections::HashSet;
 
-use koma_mcts::{Evaluator, Rng, Search, SearchConfig};
+use koma_mcts::{EvalError, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::usi::{parse_position, position_command};
 use koma_shogi::Position;
@@ -33,8 +33,9 @@ pub struct SuiteSpec {
     pub seed: u64,
 }
 
-/// Generates `spec.count` distinct balanced openings as USI position lines.
-pub fn generate_suite(spec: &SuiteSpec, evaluator: &dyn Evaluator) -> Vec<String> {
+/// Generates `spec.count` distinct balanced openings as USI position lines (an evaluator error
+/// ends it with that error).
+pub fn generate_suite(spec: &SuiteSpec, evaluator: &dyn Evaluator) -> Result<Vec<String>, EvalError> {
     let mut rng = Rng::seeded(spec.seed);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -54,10 +55,10 @@ pub fn generate_suite(spec: &SuiteSpec, evaluator: &dyn Evaluator) -> Vec<String
         }
         let mut search = Search::new(SearchConfig::evaluation(), GameRules::default(), rng.next_u64());
         let mut probe = pos.clone();
-        search.run(&mut probe, evaluator, spec.simulations.max(1), 8);
+        search.run(&mut probe, evaluator, spec.simulations.max(1), 8)?;
         if search.root_value().abs() <= spec.max_abs_value {
             out.push(position_command(&pos));
         }
     }
-    out
+    Ok(out)
 }

@@ -1,7 +1,7 @@
 //! Players: anything that picks a move in a position. The built-in reference players never
 //! change, so Elo measured against them is comparable across runs and versions.
 
-use koma_mcts::{Evaluation, Evaluator, Rng, Search, SearchConfig};
+use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, PieceType, Position, Status};
 
@@ -14,20 +14,27 @@ pub enum Action {
     Declare,
 }
 
-/// Why a player could not produce a move; it forfeits the game.
+/// Why a player could not produce a move: it forfeits the game, unless the failure is `fatal`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PlayerError {
     pub timeout: bool,
+    /// Our own network failed (an error, NaN): no game result can be trusted, so the match stops
+    /// with this error instead of scoring a forfeit.
+    pub fatal: bool,
     pub message: String,
 }
 
 impl PlayerError {
     pub fn failure(message: impl Into<String>) -> PlayerError {
-        PlayerError { timeout: false, message: message.into() }
+        PlayerError { timeout: false, fatal: false, message: message.into() }
     }
 
     pub fn timeout(message: impl Into<String>) -> PlayerError {
-        PlayerError { timeout: true, message: message.into() }
+        PlayerError { timeout: true, fatal: false, message: message.into() }
+    }
+
+    pub fn fatal(message: impl Into<String>) -> PlayerError {
+        PlayerError { timeout: false, fatal: true, message: message.into() }
     }
 }
 
@@ -153,14 +160,14 @@ impl Player for GreedyPlayer {
 pub struct MaterialEvaluator;
 
 impl Evaluator for MaterialEvaluator {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let v = (material(p, p.side_to_move()) as f32 / 10.0).tanh();
                 Evaluation { priors: Vec::new(), wdl: [(1.0 + v) / 2.0, 0.0, (1.0 - v) / 2.0] }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -222,16 +229,19 @@ impl Player for MctsPlayer {
             return Ok(Action::Declare);
         }
         let mut pos = pos.clone();
-        match self.budget {
+        let searched = match self.budget {
             Budget::Simulations(n) => self.search.run(&mut pos, self.evaluator.as_ref(), n, self.batch),
             Budget::Millis(ms) => {
                 // Each round keeps the tree (same root), so the rounds add up to one search.
                 let start = std::time::Instant::now();
-                while start.elapsed().as_millis() < ms as u128 {
-                    self.search.run(&mut pos, self.evaluator.as_ref(), 32, self.batch);
+                let mut searched = Ok(());
+                while searched.is_ok() && start.elapsed().as_millis() < ms as u128 {
+                    searched = self.search.run(&mut pos, self.evaluator.as_ref(), 32, self.batch);
                 }
+                searched
             }
-        }
+        };
+        searched.map_err(|e| PlayerError::fatal(format!("{}: {e}", self.name)))?;
         if self.resign_value.is_some_and(|r| self.search.root_value() < r) {
             return Ok(Action::Resign);
         }

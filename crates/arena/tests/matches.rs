@@ -21,7 +21,7 @@ fn random() -> PlayerFactory {
 fn paired_match_with_results_file() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("arena/results.jsonl");
-    let suite = generate_suite(&SuiteSpec { count: 4, plies: 6, max_abs_value: 0.5, simulations: 16, seed: 3 }, &MaterialEvaluator);
+    let suite = generate_suite(&SuiteSpec { count: 4, plies: 6, max_abs_value: 0.5, simulations: 16, seed: 3 }, &MaterialEvaluator).unwrap();
     assert_eq!(suite.len(), 4);
     let openings = read_suite(&suite.join("\n")).unwrap();
     let config = MatchConfig {
@@ -78,4 +78,42 @@ fn sprt_stops_a_lopsided_match() {
     let state = run_match(greedy(), random(), &config, &mut |_, _| {}).unwrap();
     assert_eq!(state.decision, Some(SprtDecision::H1));
     assert!(state.played < 400, "played all {} games", state.played);
+}
+
+/// A network that answers `good` batches, then fails.
+struct BreaksAfter(std::sync::atomic::AtomicUsize);
+
+impl koma_mcts::Evaluator for BreaksAfter {
+    fn evaluate(&self, positions: &[&koma_shogi::Position]) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
+        if self.0.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
+            return Err(koma_mcts::EvalError("model-00000300 returned non-finite values (NaN or infinity) for 3 of 8 positions".into()));
+        }
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+#[test]
+fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let evaluator = Arc::new(BreaksAfter(std::sync::atomic::AtomicUsize::new(400)));
+    let net: PlayerFactory = Arc::new(move |seed| {
+        Ok(Box::new(koma_arena::player::MctsPlayer::new("net@8", evaluator.clone(), 8, 4, GameRules::default(), seed)) as Box<dyn Player>)
+    });
+    let config = MatchConfig {
+        games: 40,
+        concurrency: 1,
+        rules: GameRules { max_plies: 60, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: Some(results.clone()),
+        records: None,
+        cancel: None,
+    };
+    let error = run_match(net, greedy(), &config, &mut |_, _| {}).expect_err("the match scored a broken network's games");
+    assert!(error.contains("net@8") && error.contains("non-finite") && error.contains("the match stopped after"), "{error}");
+    // The games finished before the failure are in the results file, none forfeited for it.
+    let lines = std::fs::read_to_string(&results).unwrap();
+    assert!(!lines.is_empty() && lines.lines().count() < 40);
+    assert!(!lines.contains("forfeits"), "{lines}");
 }

@@ -13,7 +13,7 @@ fn score(a: &mut dyn Player, b: &mut dyn Player, games: usize, rules: &GameRules
     for g in 0..games {
         let start = Position::startpos();
         let (black, white): (&mut dyn Player, &mut dyn Player) = if g % 2 == 0 { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
-        let played = play_game(black, white, &start, rules);
+        let played = play_game(black, white, &start, rules).unwrap();
         let a_color = if g % 2 == 0 { Color::Black } else { Color::White };
         // Replay: every move legal, and the result is what the final position says.
         let mut pos = start.clone();
@@ -76,7 +76,7 @@ fn misbehaving_players_lose() {
         (Ok(Action::Resign), EndReason::Resignation),
     ];
     for (action, reason) in cases {
-        let played = play_game(&mut Scripted(vec![action.clone()]), &mut RandomPlayer::new(1), &start, &rules);
+        let played = play_game(&mut Scripted(vec![action.clone()]), &mut RandomPlayer::new(1), &start, &rules).unwrap();
         assert_eq!(played.result.winner, Some(Color::White), "{action:?}");
         assert_eq!(played.result.reason, reason, "{action:?}");
         assert!(played.moves.is_empty());

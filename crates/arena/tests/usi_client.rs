@@ -35,7 +35,7 @@ done"#
 fn play_against_random(config: UsiEngineConfig) -> koma_arena::game::PlayedGame {
     let mut engine = UsiEngine::start(config).unwrap();
     assert_eq!(engine.name(), "scripted");
-    play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default())
+    play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default()).unwrap()
 }
 
 #[test]

@@ -3,8 +3,11 @@
 //! while the command loop keeps reading (so `quit` works during a slow load). A search waits
 //! for the load it needs, up to its deadline.
 //!
-//! A model that fails to load is reported (`info string`, stderr) and replaced by uniform priors
-//! and an even value, so the engine still answers `readyok` and plays legal moves.
+//! A model that fails to load, or no model at all, is an error: reported as `info string error: …`
+//! (and on stderr) at `isready`, and again at every `go`, which then answers `bestmove resign`.
+//! The engine never plays a guess in the network's place; uniform priors and an even value only
+//! when asked for (`UniformStandIn`, `koma usi --uniform`). `readyok` is still answered, so a GUI
+//! does not hang and shows the reason from its engine log.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -23,6 +26,7 @@ use crate::options::Options;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LoadKey {
     pub model: Option<String>,
+    pub uniform_stand_in: bool,
     pub device: String,
     pub precision: String,
     pub threads: u64,
@@ -34,6 +38,7 @@ impl LoadKey {
     pub fn from_options(options: &Options) -> LoadKey {
         LoadKey {
             model: options.model.clone(),
+            uniform_stand_in: options.uniform_stand_in,
             device: options.device.clone(),
             precision: options.precision.clone(),
             threads: options.threads,
@@ -49,13 +54,11 @@ pub struct LoadedNet {
     pub description: String,
     /// Whether it runs on a CUDA device (for the default batch size).
     pub cuda: bool,
-    /// Set when this is a stand-in (no model, or the model failed to load).
-    pub uniform: bool,
 }
 
 impl LoadedNet {
     pub fn uniform(description: impl Into<String>) -> LoadedNet {
-        LoadedNet { evaluator: Arc::new(UniformEvaluator), description: description.into(), cuda: false, uniform: true }
+        LoadedNet { evaluator: Arc::new(UniformEvaluator), description: description.into(), cuda: false }
     }
 }
 
@@ -92,7 +95,7 @@ pub fn network_loader() -> LoadFn {
         for _ in 0..2 {
             shared.evaluate(&positions).map_err(|e| format!("warm-up evaluation failed: {e}"))?;
         }
-        Ok(LoadedNet { evaluator: Arc::new(shared), description, cuda, uniform: false })
+        Ok(LoadedNet { evaluator: Arc::new(shared), description, cuda })
     })
 }
 
@@ -100,11 +103,15 @@ struct State {
     /// The key of the load in progress or last finished.
     wanted: Option<LoadKey>,
     loading: bool,
-    ready: Option<(LoadKey, Arc<LoadedNet>)>,
+    /// The outcome of the last load: the network, or why there is none.
+    ready: Option<(LoadKey, Loaded)>,
     /// `isready` commands waiting for the load in progress.
     pending_readyok: usize,
     generation: u64,
 }
+
+/// A loaded network, or the error that says why there is none.
+pub type Loaded = Result<Arc<LoadedNet>, String>;
 
 pub struct Loader {
     state: Mutex<State>,
@@ -137,12 +144,16 @@ impl Loader {
         state.generation += 1;
         let Some(model) = key.model.clone() else {
             // No model: nothing to load.
-            let net = LoadedNet::uniform("no model");
-            self.out.warn(
-                "no model set (koma usi --model PATH, or setoption name Model value PATH): playing with uniform priors \
-                 and an even value, which is only good for testing",
-            );
-            state.ready = Some((key.clone(), Arc::new(net)));
+            let loaded = if key.uniform_stand_in {
+                self.out.info_string("no model: playing with uniform priors and an even value (UniformStandIn), which is only good for testing");
+                Ok(Arc::new(LoadedNet::uniform("uniform stand-in")))
+            } else {
+                let error = "no model set (koma usi --model PATH, or setoption name Model value PATH; \
+                             setoption name UniformStandIn value true plays with uniform priors, for testing)";
+                self.out.warn(&format!("error: {error}"));
+                Err(error.to_string())
+            };
+            state.ready = Some((key.clone(), loaded));
             state.loading = false;
             self.finish(&mut state);
             return;
@@ -157,34 +168,33 @@ impl Loader {
             let started = Instant::now();
             let result = catch_unwind(AssertUnwindSafe(|| (loader.load)(&key)))
                 .unwrap_or_else(|_| Err("the loader panicked".to_string()));
-            let net = match result {
+            let loaded = match result {
                 Ok(net) => {
                     loader.out.info_string(&format!(
                         "loaded {} in {:.1} s",
                         net.description,
                         started.elapsed().as_secs_f64()
                     ));
-                    net
+                    Ok(Arc::new(net))
                 }
                 Err(e) => {
-                    loader.out.warn(&format!(
-                        "error: cannot load model {model}: {e}; playing with uniform priors and an even value instead"
-                    ));
-                    LoadedNet::uniform(format!("uniform stand-in for {model}"))
+                    let error = format!("cannot load model {model}: {e}");
+                    loader.out.warn(&format!("error: {error}; the engine resigns every game until a model loads"));
+                    Err(error)
                 }
             };
             let mut state = loader.lock();
             if state.generation == generation {
-                state.ready = Some((key, Arc::new(net)));
+                state.ready = Some((key, loaded));
                 state.loading = false;
                 loader.finish(&mut state);
             }
         });
         if let Err(e) = spawned {
             let mut state = self.lock();
-            self.out.warn(&format!("error: cannot start the loader thread: {e}"));
-            state.ready =
-                Some((key_or_default(&state.wanted), Arc::new(LoadedNet::uniform("uniform (no loader thread)"))));
+            let error = format!("cannot start the loader thread: {e}");
+            self.out.warn(&format!("error: {error}"));
+            state.ready = Some((key_or_default(&state.wanted), Err(error)));
             state.loading = false;
             self.finish(&mut state);
         }
@@ -209,14 +219,14 @@ impl Loader {
         }
     }
 
-    /// The evaluator for `key`, waiting for its load until `deadline` (if any) or until `stop`
+    /// The outcome of the load of `key`, waiting for it until `deadline` (if any) or until `stop`
     /// is set; `None` if it did not arrive in time.
-    pub fn wait(&self, key: &LoadKey, deadline: Option<Instant>, stop: &AtomicBool) -> Option<Arc<LoadedNet>> {
+    pub fn wait(&self, key: &LoadKey, deadline: Option<Instant>, stop: &AtomicBool) -> Option<Loaded> {
         let mut state = self.lock();
         loop {
-            if let Some((k, net)) = &state.ready {
+            if let Some((k, loaded)) = &state.ready {
                 if k == key {
-                    return Some(Arc::clone(net));
+                    return Some(loaded.clone());
                 }
             }
             if !state.loading || state.wanted.as_ref() != Some(key) {

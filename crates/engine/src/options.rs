@@ -9,8 +9,12 @@ use crate::score::DEFAULT_EVAL_COEF;
 /// Every setting the engine has.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
-    /// Checkpoint (`.safetensors` with its `.json` sidecar); `None`: uniform priors, even value.
+    /// Checkpoint (`.safetensors` with its `.json` sidecar). Without one the engine refuses to
+    /// play unless `uniform_stand_in` asks for uniform priors and an even value.
     pub model: Option<String>,
+    /// `UniformStandIn`: play with uniform priors and an even value when no model is set (for
+    /// protocol tests and smoke runs; never chosen silently).
+    pub uniform_stand_in: bool,
     /// `auto`, `cpu`, `cuda`, `cuda:N`.
     pub device: String,
     /// `auto`, `f32`, `f16`, `bf16`.
@@ -49,6 +53,7 @@ impl Default for Options {
     fn default() -> Options {
         Options {
             model: None,
+            uniform_stand_in: false,
             device: "auto".into(),
             precision: "auto".into(),
             threads: 0,
@@ -69,8 +74,6 @@ impl Default for Options {
     }
 }
 
-/// Estimated bytes per evaluation-cache entry (slot, priors of ~80 legal moves, allocation).
-pub const CACHE_ENTRY_BYTES: u64 = 512;
 
 #[derive(Clone, Copy, Debug)]
 enum Kind {
@@ -88,6 +91,7 @@ struct Spec {
 
 const SPECS: &[Spec] = &[
     Spec { name: "Model", kind: Kind::Filename },
+    Spec { name: "UniformStandIn", kind: Kind::Check },
     Spec { name: "Device", kind: Kind::Text },
     Spec { name: "Precision", kind: Kind::Combo(&["auto", "f32", "f16", "bf16"]) },
     Spec { name: "Threads", kind: Kind::Spin { min: 0, max: 1024 } },
@@ -142,6 +146,7 @@ impl Options {
     fn get(&self, name: &str) -> Value {
         match name {
             "Model" => Value::Text(self.model.clone().unwrap_or_default()),
+            "UniformStandIn" => Value::Bool(self.uniform_stand_in),
             "Device" => Value::Text(self.device.clone()),
             "Precision" => Value::Text(self.precision.clone()),
             "Threads" => Value::Number(self.threads),
@@ -197,6 +202,7 @@ impl Options {
             ("Model", Value::Text(t)) => {
                 self.model = if t.is_empty() || t == "<empty>" { None } else { Some(t) };
             }
+            ("UniformStandIn", Value::Bool(b)) => self.uniform_stand_in = b,
             ("Device", Value::Text(t)) => {
                 let t = t.to_ascii_lowercase();
                 t.parse::<koma_nn::DeviceSpec>().map_err(|e| format!("option Device: {e}"))?;
@@ -247,7 +253,7 @@ impl Options {
         if let Some(available) = available_memory() {
             bytes = bytes.min(available / 4);
         }
-        (bytes / CACHE_ENTRY_BYTES) as usize
+        (bytes / koma_mcts::EVAL_CACHE_ENTRY_BYTES as u64) as usize
     }
 
     /// Bytes the search tree may use: `USI_Hash`, but at most a third of the memory available

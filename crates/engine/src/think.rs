@@ -229,7 +229,12 @@ impl Job {
         );
         let deadline = if self.waiting() { None } else { budget.map(|b| self.clock_start() + b.hard) };
         let net = match self.loader.wait(&self.key, deadline, &self.control.stop) {
-            Some(net) => net,
+            Some(Ok(net)) => net,
+            Some(Err(error)) => {
+                // No network, no guess: say why, every move, and resign.
+                self.out.warn(&format!("error: {error}"));
+                return Answer::Resign;
+            }
             None => {
                 self.out.warn("the network is not ready in time: this move is searched with uniform priors");
                 Arc::new(LoadedNet::uniform("uniform stand-in"))
@@ -309,6 +314,7 @@ impl Job {
         let mut last_info = Instant::now();
         let mut first = true;
         let mut memory_warned = false;
+        let mut failed = false;
 
         loop {
             if self.stopped() {
@@ -375,13 +381,21 @@ impl Job {
             } else {
                 let t = Instant::now();
                 let refs: Vec<&Position> = snapshots.iter().collect();
-                let mut evaluations = evaluator.evaluate(&refs);
+                let evaluations = match evaluator.evaluate(&refs).and_then(|e| {
+                    koma_mcts::check_evaluations("the network", refs.len(), &e)?;
+                    Ok(e)
+                }) {
+                    Ok(evaluations) => evaluations,
+                    Err(e) => {
+                        // Nothing guessed in the network's place: the move is decided by the visits
+                        // made so far (a resignation when there are none).
+                        self.out.warn(&format!("error: network evaluation failed: {e}"));
+                        failed = true;
+                        break;
+                    }
+                };
                 let elapsed = t.elapsed();
                 batch_time = if batch_time.is_zero() { elapsed } else { (batch_time * 3 + elapsed) / 4 };
-                while evaluations.len() < leaves.len() {
-                    let n = snapshots[evaluations.len()].legal_moves().len().max(1);
-                    evaluations.push(koma_mcts::Evaluation { priors: vec![1.0 / n as f32; n], wdl: [0.0, 1.0, 0.0] });
-                }
                 for (&leaf, e) in leaves.iter().zip(&evaluations) {
                     search.complete(leaf, e);
                 }
@@ -389,6 +403,14 @@ impl Job {
             if last_info.elapsed() >= INFO_INTERVAL {
                 self.report(search, &stats, restrict);
                 last_info = Instant::now();
+            }
+        }
+        if failed {
+            // The failed batch's leaves are still pending in the tree: the next search starts anew.
+            let answer_from_visits = search.root_visits() > 0;
+            tree.reset = true;
+            if !answer_from_visits {
+                return Answer::Resign;
             }
         }
 

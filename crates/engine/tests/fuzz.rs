@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use common::*;
 use koma_engine::time::GoParams;
-use koma_engine::Options;
 use koma_shogi::rules::ImpasseRule;
 use koma_shogi::{Move, Position, Status};
 
@@ -252,7 +251,7 @@ fn check_answer(pos: &Position, line: &str, impasse: ImpasseRule) {
 
 fn fuzz(seed: u64, steps: usize) {
     let mut rng = Rng(seed);
-    let mut e = Harness::with_options(Options::default());
+    let mut e = Harness::new();
     let mut pos = Position::startpos();
     let mut impasse = ImpasseRule::Csa27;
     let mut searches = 0;

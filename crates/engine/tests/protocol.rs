@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use koma_engine::{EngineConfig, LoadedNet, Options};
-use koma_mcts::{Evaluation, Evaluator};
+use koma_mcts::{EvalError, Evaluation, Evaluator};
 use koma_shogi::usi::parse_position;
 use koma_shogi::{Color, Move, Position};
 
@@ -59,7 +59,7 @@ fn go_before_position_and_stop_without_search() {
     e.send("stop");
     e.send("ponderhit");
     e.send("gameover win");
-    assert_eq!(e.ready(), vec!["info string no model set (koma usi --model PATH, or setoption name Model value PATH): playing with uniform priors and an even value, which is only good for testing", "readyok"]);
+    assert_eq!(e.ready(), vec!["info string no model: playing with uniform priors and an even value (UniformStandIn), which is only good for testing", "readyok"]);
     e.send("go byoyomi 200");
     let (best, info) = e.bestmove(SHORT);
     assert_legal(&Position::startpos(), &best);
@@ -232,13 +232,69 @@ fn bad_positions_and_options_are_reported_and_survived() {
     let lines = e.until(SHORT, |l| l.contains("setoption value 3"));
     assert_eq!(lines.len(), 4, "{lines:?}");
     e.send("setoption name Model value /no/such dir/model.safetensors");
-    // The missing model: reported at isready, stand-in evaluator, still readyok and legal moves.
+    // The missing model: an error at isready (readyok all the same, so no GUI hangs), and at
+    // every go, which resigns rather than play a guess.
     let lines = e.ready();
-    assert!(lines.iter().any(|l| l.contains("cannot load model /no/such dir/model.safetensors")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("info string error: cannot load model /no/such dir/model.safetensors")), "{lines:?}");
     e.send("position startpos");
+    e.send("go nodes 10");
+    let (best, info) = e.bestmove(SHORT);
+    assert_eq!(best, "bestmove resign");
+    assert!(info.iter().any(|l| l.starts_with("info string error: cannot load model")), "{info:?}");
+}
+
+#[test]
+fn without_a_model_it_says_so_and_resigns_unless_the_stand_in_is_asked_for() {
+    let mut e = Harness::with_options(Options::default());
+    let lines = e.ready();
+    assert!(lines.iter().any(|l| l.starts_with("info string error: no model set")), "{lines:?}");
+    e.send("position startpos");
+    e.send("go byoyomi 500");
+    let (best, info) = e.bestmove(SHORT);
+    assert_eq!(best, "bestmove resign");
+    assert!(info.iter().any(|l| l.contains("no model set")), "{info:?}");
+    // Asked for explicitly: the uniform stand-in plays legal moves.
+    e.send("setoption name UniformStandIn value true");
+    let lines = e.ready();
+    assert!(lines.iter().any(|l| l.contains("UniformStandIn")), "{lines:?}");
     e.send("go nodes 10");
     let (best, _) = e.bestmove(SHORT);
     assert_legal(&Position::startpos(), &best);
+}
+
+/// A network that fails after its first `good` batches.
+struct BreaksAfter {
+    good: AtomicUsize,
+}
+
+impl Evaluator for BreaksAfter {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        if self.good.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
+            return Err(EvalError("forward pass failed: CUDA out of memory".into()));
+        }
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+#[test]
+fn a_network_failing_mid_search_is_reported_and_nothing_is_guessed() {
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(|_key| Ok(LoadedNet { evaluator: Arc::new(BreaksAfter { good: AtomicUsize::new(3) }), description: "breaks".into(), cuda: false }));
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value breaks");
+    e.send("setoption name MateSearchPlies value 0");
+    e.ready();
+    e.send("position startpos");
+    e.send("go nodes 400");
+    // The visits made before the failure decide the move.
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    assert!(info.iter().any(|l| l.starts_with("info string error: network evaluation failed") && l.contains("CUDA out of memory")), "{info:?}");
+    // Now it fails at once: no visits, no guess, a resignation.
+    e.send("position startpos moves 7g7f");
+    e.send("go nodes 400");
+    let (best, _) = e.bestmove(SHORT);
+    assert_eq!(best, "bestmove resign");
 }
 
 #[test]
@@ -316,15 +372,15 @@ fn go_mate_answers_checkmate_lines() {
 struct BlackLoses;
 
 impl Evaluator for BlackLoses {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let n = p.legal_moves().len().max(1);
                 let wdl = if p.side_to_move() == Color::Black { [0.0, 0.0, 1.0] } else { [1.0, 0.0, 0.0] };
                 Evaluation { priors: vec![1.0 / n as f32; n], wdl }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -340,7 +396,6 @@ fn resigns_below_the_threshold_and_uses_the_loader() {
             evaluator: Arc::new(BlackLoses),
             description: "black loses".into(),
             cuda: false,
-            uniform: false,
         })
     });
     let mut e = Harness::with_config(config);

@@ -3,6 +3,10 @@
 
 use crate::evaluator::Evaluation;
 
+/// Estimated bytes of one filled entry (the slot, priors of ~80 legal moves, the allocation):
+/// what turns a memory budget into a capacity.
+pub const EVAL_CACHE_ENTRY_BYTES: usize = 512;
+
 pub struct EvalCache {
     slots: Vec<Option<(u64, Evaluation)>>,
     hits: u64,

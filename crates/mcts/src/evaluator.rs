@@ -20,9 +20,53 @@ impl Evaluation {
     }
 }
 
-/// Judges batches of positions. `evaluate` must return one evaluation per position, in order.
+/// Why an evaluator could not judge a batch: the network failed, returned non-finite numbers, or
+/// its service has stopped. Search stops with it; nothing guessed takes the network's place.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EvalError(pub String);
+
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+impl EvalError {
+    /// The error of an evaluator that panicked (libtorch panics on CUDA out-of-memory, for one),
+    /// from the payload `catch_unwind` returns.
+    pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> EvalError {
+        EvalError(format!("the evaluator panicked: {}", panic_message(payload)))
+    }
+}
+
+/// The message of a panic payload (`panic!` with a literal or a format string).
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
+}
+
+/// Judges batches of positions. `evaluate` must return one evaluation per position, in order, with
+/// finite numbers, or an error.
 pub trait Evaluator: Send + Sync {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation>;
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError>;
+}
+
+/// Checks an evaluator's answer against the contract: one evaluation per position, every prior
+/// and W/D/L share finite. `source` names the evaluator in the error.
+pub fn check_evaluations(source: &str, positions: usize, evaluations: &[Evaluation]) -> Result<(), EvalError> {
+    if evaluations.len() != positions {
+        return Err(EvalError(format!("{source} answered {} evaluations for {positions} positions", evaluations.len())));
+    }
+    let bad = evaluations.iter().filter(|e| !e.wdl.iter().chain(&e.priors).all(|x| x.is_finite())).count();
+    if bad > 0 {
+        return Err(EvalError(format!("{source} returned non-finite values (NaN or infinity) for {bad} of {positions} positions")));
+    }
+    Ok(())
 }
 
 /// Uniform priors and an even value: a zero-cost evaluator for measuring search speed and for
@@ -31,13 +75,13 @@ pub trait Evaluator: Send + Sync {
 pub struct UniformEvaluator;
 
 impl Evaluator for UniformEvaluator {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|pos| {
                 let n = pos.legal_moves().len().max(1);
                 Evaluation { priors: vec![1.0 / n as f32; n], wdl: [0.0, 1.0, 0.0] }
             })
-            .collect()
+            .collect())
     }
 }

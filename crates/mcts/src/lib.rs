@@ -13,9 +13,9 @@ mod rng;
 mod search;
 mod tree;
 
-pub use cache::EvalCache;
+pub use cache::{EvalCache, EVAL_CACHE_ENTRY_BYTES};
 pub use config::{RootSelection, SearchConfig};
-pub use evaluator::{Evaluation, Evaluator, UniformEvaluator};
+pub use evaluator::{check_evaluations, panic_message, EvalError, Evaluation, Evaluator, UniformEvaluator};
 pub use rng::Rng;
 pub use search::{LeafId, RootChild, Search, Selection};
 pub use tree::{EDGE_BYTES, NODE_BYTES};

@@ -4,7 +4,7 @@
 //! reuse keeps statistics one and two plies on, Gumbel visits the scheduled number of root moves,
 //! and virtual loss spreads a batch over distinct leaves.
 
-use koma_mcts::{Evaluation, Evaluator, RootSelection, Search, SearchConfig, Selection, UniformEvaluator};
+use koma_mcts::{EvalError, Evaluation, Evaluator, RootSelection, Search, SearchConfig, Selection, UniformEvaluator};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, PieceType, Position, Square};
 
@@ -17,8 +17,8 @@ fn sq(s: &str) -> Square {
 struct PawnPlacement;
 
 impl Evaluator for PawnPlacement {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let black_pawn = |s: &str| p.piece_at(sq(s)).is_some_and(|pc| pc.color() == Color::Black && pc.piece_type() == PieceType::Pawn);
@@ -26,7 +26,7 @@ impl Evaluator for PawnPlacement {
                 let v = if p.side_to_move() == Color::Black { black_view } else { -black_view };
                 Evaluation { priors: Vec::new(), wdl: [(1.0 + v) / 2.0, 0.0, (1.0 - v) / 2.0] }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -39,7 +39,7 @@ fn finds_a_mate_in_one_by_search() {
     // Black to move mates with G*5b (the gold is protected by the pawn on 5c).
     let mut pos = Position::from_sfen("4k4/9/4P4/9/9/9/9/9/4K4 b G 1").unwrap();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 1);
-    search.run(&mut pos, &UniformEvaluator, 400, 8);
+    search.run(&mut pos, &UniformEvaluator, 400, 8).unwrap();
     assert_eq!(search.select_move(0.0), Move::from_usi("G*5b"));
     assert!(search.root_value() > 0.5, "root value {}", search.root_value());
 }
@@ -52,7 +52,7 @@ fn a_mate_in_one_at_the_root_is_played_without_search() {
     let mate = Move::from_usi("G*5b");
     for seed in 0..8 {
         let mut search = Search::new(SearchConfig::default(), GameRules::default(), seed);
-        search.run(&mut pos, &UniformEvaluator, 1, 1);
+        search.run(&mut pos, &UniformEvaluator, 1, 1).unwrap();
         assert_eq!(search.root_mate(), mate);
         assert_eq!(search.select_move(1.0), mate);
         assert_eq!(search.policy_target(), vec![(mate.unwrap(), 1.0)]);
@@ -60,7 +60,7 @@ fn a_mate_in_one_at_the_root_is_played_without_search() {
     }
     // Switched off, it is up to the search (and the target spreads over the visited moves).
     let mut search = Search::new(quiet(SearchConfig::default()), GameRules::default(), 3);
-    search.run(&mut pos, &UniformEvaluator, 1, 1);
+    search.run(&mut pos, &UniformEvaluator, 1, 1).unwrap();
     assert_eq!(search.root_mate(), None);
     assert!(search.policy_target().len() > 1);
 }
@@ -96,7 +96,7 @@ fn avoids_moves_that_allow_a_mate_in_one() {
             continue;
         }
         let mut search = Search::new(SearchConfig::evaluation(), GameRules::default(), 3);
-        search.run(&mut pos, &UniformEvaluator, 600, 8);
+        search.run(&mut pos, &UniformEvaluator, 600, 8).unwrap();
         let chosen = search.select_move(0.0).unwrap();
         assert!(!allows_mate(&mut pos, chosen), "{chosen} allows mate in {} ({bad}/{} moves do)", pos.to_sfen(), moves.len());
         tested += 1;
@@ -111,7 +111,7 @@ fn avoids_moves_that_allow_a_mate_in_one() {
 fn visits_concentrate_on_the_better_move() {
     let mut pos = Position::startpos();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 5);
-    search.run(&mut pos, &PawnPlacement, 1500, 8);
+    search.run(&mut pos, &PawnPlacement, 1500, 8).unwrap();
     let children = search.root_children();
     let visits = |usi: &str| children.iter().find(|c| c.mv == Move::from_usi(usi).unwrap()).unwrap().visits;
     let total: u32 = children.iter().map(|c| c.visits).sum();
@@ -125,7 +125,7 @@ fn evaluation_mode_is_deterministic_and_self_play_adds_noise() {
     let run = |config: SearchConfig, seed| {
         let mut pos = Position::startpos();
         let mut search = Search::new(config, GameRules::default(), seed);
-        search.run(&mut pos, &UniformEvaluator, 300, 4);
+        search.run(&mut pos, &UniformEvaluator, 300, 4).unwrap();
         (search.root_children(), search.select_move(0.0))
     };
     let (a, ma) = run(SearchConfig::evaluation(), 1);
@@ -146,7 +146,7 @@ fn evaluation_mode_is_deterministic_and_self_play_adds_noise() {
 fn temperature_zero_plays_the_most_visited_move_and_one_samples_by_visits() {
     let mut pos = Position::startpos();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 13);
-    search.run(&mut pos, &PawnPlacement, 400, 8);
+    search.run(&mut pos, &PawnPlacement, 400, 8).unwrap();
     let children = search.root_children();
     let total: u32 = children.iter().map(|c| c.visits).sum();
     let best = children.iter().max_by_key(|c| c.visits).unwrap();
@@ -168,7 +168,7 @@ fn temperature_zero_plays_the_most_visited_move_and_one_samples_by_visits() {
     let gumbel = |seed| {
         let mut pos = Position::startpos();
         let mut search = Search::new(quiet(SearchConfig::gumbel()), GameRules::default(), seed);
-        search.run(&mut pos, &PawnPlacement, 65, 4);
+        search.run(&mut pos, &PawnPlacement, 65, 4).unwrap();
         (search.root_children(), search.select_move(0.0))
     };
     assert_eq!(gumbel(1), gumbel(2));
@@ -179,7 +179,7 @@ fn temperature_zero_plays_the_most_visited_move_and_one_samples_by_visits() {
 struct Recording(std::sync::Mutex<Vec<Position>>);
 
 impl Evaluator for Recording {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         self.0.lock().unwrap().extend(positions.iter().map(|p| (*p).clone()));
         UniformEvaluator.evaluate(positions)
     }
@@ -202,7 +202,7 @@ fn mate_in_one_at_expansion_is_scored_without_the_network() {
         let mate_plies = if mate_in_one { 1 } else { 0 };
         let mut search = Search::new(SearchConfig { mate_plies, ..SearchConfig::evaluation() }, GameRules::default(), 1);
         let mut pos = root.clone();
-        search.run(&mut pos, &recording, 300, 8);
+        search.run(&mut pos, &recording, 300, 8).unwrap();
         let positions = recording.0.into_inner().unwrap();
         let with_mate = positions.iter().filter(|p| (*p).clone().mate_in_one().is_some()).count();
         (positions.len(), with_mate, search.select_move(0.0).unwrap())
@@ -220,7 +220,7 @@ fn mate_in_one_at_expansion_is_scored_without_the_network() {
 fn tree_reuse_keeps_the_subtree_statistics() {
     let mut pos = Position::startpos();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 9);
-    search.run(&mut pos, &PawnPlacement, 2000, 8);
+    search.run(&mut pos, &PawnPlacement, 2000, 8).unwrap();
     let first = search.select_move(0.0).unwrap();
     let reply = search.children_at(&[first]).unwrap().into_iter().max_by_key(|c| c.visits).unwrap().mv;
     let expected = search.children_at(&[first, reply]).unwrap();
@@ -255,7 +255,7 @@ fn gumbel_visits_the_scheduled_number_of_root_moves() {
         };
         let mut pos = Position::startpos();
         let mut search = Search::new(config, GameRules::default(), 21);
-        search.run(&mut pos, &PawnPlacement, simulations + 1, 4);
+        search.run(&mut pos, &PawnPlacement, simulations + 1, 4).unwrap();
         let children = search.root_children();
         let visited = children.iter().filter(|c| c.visits > 0).count();
         assert_eq!(visited, expected, "{simulations} simulations, {considered} considered");
@@ -304,7 +304,7 @@ fn terminal_values_come_from_the_rules() {
     // while every other move reaches a position the evaluator calls lost for Black.
     let mut pos = koma_shogi::usi::parse_position("sfen 4k4/9/9/9/9/9/9/9/4K4 b G 1 moves 5i4i 5a4a 4i5i 4a5a").unwrap();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 1);
-    search.run(&mut pos, &SideToMoveWins, 300, 1);
+    search.run(&mut pos, &SideToMoveWins, 300, 1).unwrap();
     let children = search.root_children();
     let repeat = children.iter().find(|c| c.mv == Move::from_usi("5i4i").unwrap()).unwrap();
     assert_eq!(repeat.q, Some(0.0));
@@ -316,7 +316,7 @@ fn terminal_values_come_from_the_rules() {
 struct SideToMoveWins;
 
 impl Evaluator for SideToMoveWins {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions.iter().map(|_| Evaluation { priors: Vec::new(), wdl: [0.75, 0.0, 0.25] }).collect()
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions.iter().map(|_| Evaluation { priors: Vec::new(), wdl: [0.75, 0.0, 0.25] }).collect())
     }
 }

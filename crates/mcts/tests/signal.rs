@@ -3,7 +3,7 @@
 //! value target, Gumbel visits kept across collisions, forced playouts and their pruning, and the
 //! mate-in-three shortcut. Expected values are computed here from the papers' formulas.
 
-use koma_mcts::{Evaluation, Evaluator, LeafId, RootChild, RootSelection, Search, SearchConfig, Selection};
+use koma_mcts::{EvalError, Evaluation, Evaluator, LeafId, RootChild, RootSelection, Search, SearchConfig, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, Position};
 
@@ -16,15 +16,15 @@ fn hash_value(p: &Position) -> f32 {
 }
 
 impl Evaluator for HashValue {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let v = hash_value(p);
                 let d = 0.1;
                 Evaluation { priors: Vec::new(), wdl: [(1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0] }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -61,7 +61,7 @@ fn gumbel_draws_vary_with_the_seed_and_are_off_for_evaluation() {
     let pos = Position::startpos();
     let search = |config: SearchConfig, seed: u64| {
         let mut s = Search::new(config, GameRules::default(), seed);
-        s.run(&mut pos.clone(), &HashValue, 17, 4);
+        s.run(&mut pos.clone(), &HashValue, 17, 4).unwrap();
         (s.select_move(1.0).unwrap(), s.policy_target())
     };
     let chosen: std::collections::HashSet<Move> = (0..12).map(|seed| search(gumbel(true, 16), seed).0).collect();
@@ -78,7 +78,7 @@ fn cheap_searches_keep_the_gumbel_draws_but_drop_dirichlet_noise() {
     for seed in 0..12 {
         let mut s = Search::new(gumbel(true, 16), GameRules::default(), seed);
         s.set_cheap(true);
-        s.run(&mut pos.clone(), &HashValue, 5, 4);
+        s.run(&mut pos.clone(), &HashValue, 5, 4).unwrap();
         chosen.insert(s.select_move(1.0).unwrap());
     }
     assert!(chosen.len() >= 3, "cheap Gumbel searches chose only {chosen:?}");
@@ -86,11 +86,11 @@ fn cheap_searches_keep_the_gumbel_draws_but_drop_dirichlet_noise() {
     let config = SearchConfig { mate_plies: 0, ..SearchConfig::default() };
     let mut s = Search::new(config.clone(), GameRules::default(), 3);
     s.set_cheap(true);
-    s.run(&mut pos.clone(), &HashValue, 5, 1);
+    s.run(&mut pos.clone(), &HashValue, 5, 1).unwrap();
     let n = s.root_children().len() as f32;
     assert!(s.root_children().iter().all(|c| (c.prior - 1.0 / n).abs() < 1e-6));
     let mut s = Search::new(config, GameRules::default(), 3);
-    s.run(&mut pos.clone(), &HashValue, 5, 1);
+    s.run(&mut pos.clone(), &HashValue, 5, 1).unwrap();
     assert!(s.root_children().iter().any(|c| (c.prior - 1.0 / n).abs() > 1e-3), "a full search mixes in noise");
 }
 
@@ -98,13 +98,13 @@ fn cheap_searches_keep_the_gumbel_draws_but_drop_dirichlet_noise() {
 fn completed_q_uses_the_network_value_of_the_current_root_after_tree_reuse() {
     let mut pos = Position::startpos();
     let mut s = Search::new(gumbel(false, 4), GameRules::default(), 5);
-    s.run(&mut pos, &HashValue, 200, 4);
+    s.run(&mut pos, &HashValue, 200, 4).unwrap();
     let first = s.select_move(0.0).unwrap();
     let reply = s.children_at(&[first]).unwrap().into_iter().max_by_key(|c| c.visits).unwrap().mv;
     pos.do_move(first);
     pos.do_move(reply);
     // Reuse the subtree and add a few visits: the root is now a node evaluated as a leaf earlier.
-    s.run(&mut pos, &HashValue, 8, 1);
+    s.run(&mut pos, &HashValue, 8, 1).unwrap();
     let children = s.root_children();
     assert!(children.iter().any(|c| c.visits == 0), "some moves must be unvisited for the test to bite");
     let net_value = hash_value(&pos);
@@ -127,12 +127,12 @@ fn completed_q_uses_the_network_value_of_the_current_root_after_tree_reuse() {
 struct OneGoodMove;
 
 impl Evaluator for OneGoodMove {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let pawn_on_7f = |p: &Position| {
             p.piece_at(koma_shogi::Square::from_usi("7f").unwrap())
                 .is_some_and(|pc| pc.color() == Color::Black && pc.piece_type() == koma_shogi::PieceType::Pawn)
         };
-        positions
+        Ok(positions
             .iter()
             .map(|p| {
                 let black = if pawn_on_7f(p) { 0.9 } else { 0.0 };
@@ -140,7 +140,7 @@ impl Evaluator for OneGoodMove {
                 let d = 0.05;
                 Evaluation { priors: Vec::new(), wdl: [(1.0 - d + v) / 2.0, d, (1.0 - d - v) / 2.0] }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -149,7 +149,7 @@ fn the_gumbel_value_target_is_the_improved_policys_value_not_the_mean_of_halving
     let mut pos = Position::startpos();
     // All 30 moves considered (uniform priors and no draws would otherwise pick the first 16).
     let mut s = Search::new(gumbel(false, 32), GameRules::default(), 1);
-    s.run(&mut pos, &OneGoodMove, 64, 4);
+    s.run(&mut pos, &OneGoodMove, 64, 4).unwrap();
     let children = s.root_children();
     let good = children.iter().find(|c| c.mv == Move::from_usi("7g7f").unwrap()).unwrap();
     assert!(good.visits > 0 && good.q.unwrap() > 0.85, "{good:?}");
@@ -204,7 +204,7 @@ fn forced_playouts_are_made_and_pruned_from_the_policy_target() {
     let mut forced_runs = 0;
     for seed in 0..6 {
         let mut s = Search::new(config.clone(), GameRules::default(), seed);
-        s.run(&mut pos.clone(), &HashValue, 400, 1);
+        s.run(&mut pos.clone(), &HashValue, 400, 1).unwrap();
         let children = s.root_children();
         let total: u32 = children.iter().map(|c| c.visits).sum();
         // Every visited move with a noised prior P has about sqrt(2·P·N) visits or more.
@@ -225,7 +225,7 @@ fn forced_playouts_are_made_and_pruned_from_the_policy_target() {
     // Cheap searches and evaluation force nothing and prune nothing: the target is visit shares.
     let mut s = Search::new(config, GameRules::default(), 1);
     s.set_cheap(true);
-    s.run(&mut pos.clone(), &HashValue, 100, 1);
+    s.run(&mut pos.clone(), &HashValue, 100, 1).unwrap();
     let children = s.root_children();
     let total: u32 = children.iter().map(|c| c.visits).sum();
     for ((_, p), c) in s.policy_target().iter().zip(&children) {
@@ -251,14 +251,14 @@ fn a_mate_in_three_scores_as_a_win_and_is_played_at_the_root() {
     }
     let config = SearchConfig { mate_plies: 3, ..SearchConfig::default() };
     let mut s = Search::new(config.clone(), GameRules::default(), 1);
-    s.run(&mut pos, &HashValue, 1, 1);
+    s.run(&mut pos, &HashValue, 1, 1).unwrap();
     assert_eq!(s.root_mate(), Some(mate));
     assert_eq!(s.select_move(1.0), Some(mate));
     assert_eq!(s.policy_target(), vec![(mate, 1.0)]);
     assert_eq!(s.root_wdl(), [1.0, 0.0, 0.0]);
     // With a mate in one only, the search does not see it.
     let mut s = Search::new(SearchConfig { mate_plies: 1, ..config }, GameRules::default(), 1);
-    s.run(&mut pos, &HashValue, 1, 1);
+    s.run(&mut pos, &HashValue, 1, 1).unwrap();
     assert_eq!(s.root_mate(), None);
     // The start position has no mate in three, and a tiny budget gives up rather than guess.
     assert_eq!(Position::startpos().mate_in_three(100_000), None);
@@ -269,15 +269,15 @@ fn a_mate_in_three_scores_as_a_win_and_is_played_at_the_root() {
 struct PeakedPriors;
 
 impl Evaluator for PeakedPriors {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let n = p.legal_moves().len();
                 let priors = (0..n).map(|i| if i == 0 { 0.9 } else { 0.1 / (n - 1) as f32 }).collect();
                 Evaluation { priors, wdl: [0.45, 0.1, 0.45] }
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -290,7 +290,7 @@ fn forced_playouts_leave_unvisited_moves_alone_at_small_budgets() {
     let config = SearchConfig { mate_plies: 0, forced_playouts_k: 2.0, ..SearchConfig::default() };
     for seed in 0..8 {
         let mut s = Search::new(config.clone(), GameRules::default(), seed);
-        s.run(&mut pos.clone(), &PeakedPriors, 24, 1);
+        s.run(&mut pos.clone(), &PeakedPriors, 24, 1).unwrap();
         let children = s.root_children();
         let visited = children.iter().filter(|c| c.visits > 0).count();
         let best = children.iter().max_by_key(|c| c.visits).unwrap();

@@ -33,6 +33,14 @@ pub enum Error {
 
     #[error("the inference thread has stopped")]
     InferenceStopped,
+
+    /// The forward pass failed inside libtorch (out of memory, a device error).
+    #[error("forward pass failed: {0}")]
+    Forward(String),
+
+    /// The network produced NaN or infinity: its weights or the inputs are broken.
+    #[error("{model} returned non-finite values (NaN or infinity) for {positions} of {batch} positions")]
+    NonFinite { model: String, positions: usize, batch: usize },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -12,6 +12,7 @@
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Mutex;
 use std::thread::JoinHandle;
@@ -58,6 +59,11 @@ impl RawOutput {
     /// W/D/L logits of all positions, `(N, 3)` row-major.
     pub fn wdl_all(&self) -> &[f32] {
         &self.wdl[..self.len * VALUE_OUTPUTS]
+    }
+
+    /// Positions with a NaN or infinite output (policy logit or W/D/L logit).
+    pub fn non_finite_positions(&self) -> usize {
+        (0..self.len).filter(|&i| !self.policy(i).iter().copied().chain(self.wdl_logits(i)).all(f32::is_finite)).count()
     }
 
     /// Policy logits of position `i`.
@@ -259,21 +265,42 @@ impl Network {
         self.net.forward_t(&in1, &in2, false)
     }
 
-    /// Runs an encoded batch; fills `out` (float32 on the CPU).
+    /// Runs an encoded batch; fills `out` (float32 on the CPU). A failing forward pass (libtorch
+    /// panics on CUDA out-of-memory, for one) and non-finite outputs are errors, never numbers.
     pub fn forward(&self, batch: &InputBatch, out: &mut RawOutput) -> Result<()> {
         let n = batch.len();
         out.set_len(n);
         if n == 0 {
             return Ok(());
         }
-        let _guard = tch::no_grad_guard();
-        let (in1, in2) = self.upload(batch);
-        let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
-        let policy = policy.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
-        let wdl = wdl.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
-        policy.f_copy_data(&mut out.policy[..n * MOVE_LABELS], n * MOVE_LABELS)?;
-        wdl.f_copy_data(&mut out.wdl[..n * VALUE_OUTPUTS], n * VALUE_OUTPUTS)?;
+        let fault = crate::faults::next_forward();
+        if fault == Some(crate::faults::Fault::ForwardError) {
+            return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
+        }
+        catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+            let _guard = tch::no_grad_guard();
+            let (in1, in2) = self.upload(batch);
+            let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
+            let policy = policy.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
+            let wdl = wdl.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
+            policy.f_copy_data(&mut out.policy[..n * MOVE_LABELS], n * MOVE_LABELS)?;
+            wdl.f_copy_data(&mut out.wdl[..n * VALUE_OUTPUTS], n * VALUE_OUTPUTS)?;
+            Ok(())
+        }))
+        .map_err(|panic| Error::Forward(koma_mcts::panic_message(panic.as_ref())))??;
+        if fault == Some(crate::faults::Fault::NaN) {
+            out.wdl[0] = f32::NAN;
+        }
+        let bad = out.non_finite_positions();
+        if bad > 0 {
+            return Err(Error::NonFinite { model: self.label(), positions: bad, batch: n });
+        }
         Ok(())
+    }
+
+    /// How errors name this network: its checkpoint's file, or "an untrained network".
+    pub fn label(&self) -> String {
+        self.meta.as_ref().map_or_else(|| "an untrained network".into(), |m| m.weights_file.clone())
     }
 
     /// The batch's features as tensors of the network's kind on its device.

@@ -16,6 +16,7 @@ pub mod config;
 pub mod device;
 pub mod encoding;
 mod error;
+mod faults;
 pub mod inference;
 pub mod model;
 mod search_evaluator;

@@ -185,3 +185,44 @@ fn cuda_precisions_agree_with_cpu() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn non_finite_outputs_are_an_error_naming_the_network_and_the_count() {
+    let net = network();
+    // A NaN weight in the value head's last layer: every position's W/D/L turns NaN.
+    tch::no_grad(|| {
+        for (name, mut tensor) in net.var_store().variables() {
+            if name.starts_with("value") && name.ends_with("bias") && tensor.size() == [3] {
+                let _ = tensor.fill_(f64::NAN);
+            }
+        }
+    });
+    let ps = positions(5, 11);
+    match net.evaluate(&ps[..]) {
+        Err(Error::NonFinite { model, positions, batch }) => {
+            assert_eq!((positions, batch), (5, 5));
+            assert!(model.contains("untrained"), "{model}");
+        }
+        other => panic!("NaN outputs gave {other:?}"),
+    }
+    // Through the search's trait too: an error, not uniform priors.
+    let shared = SharedNetwork::new(net);
+    let refs: Vec<&Position> = ps.iter().collect();
+    let error = koma_mcts::Evaluator::evaluate(&shared, &refs).expect_err("NaN became evaluations");
+    assert!(error.0.contains("non-finite") && error.0.contains("5 of 5"), "{error}");
+}
+
+#[test]
+fn a_libtorch_failure_in_the_forward_pass_is_an_error_not_a_panic() {
+    let net = network();
+    // A stem weight of the wrong shape: libtorch's convolution fails (tch panics on it, as it
+    // does on CUDA out-of-memory).
+    tch::no_grad(|| {
+        let mut weight = net.var_store().variables().remove("stem.conv.weight").expect("the stem convolution");
+        weight.set_data(&tch::Tensor::zeros([4, 4, 1, 1], (tch::Kind::Float, tch::Device::Cpu)));
+    });
+    match net.evaluate(&positions(2, 5)[..]) {
+        Err(Error::Forward(message)) => assert!(!message.is_empty()),
+        other => panic!("a failing forward pass gave {other:?}"),
+    }
+}

@@ -42,6 +42,9 @@ pub struct RunConfig {
     pub cpu_minutes: f64,
     /// Stop when the trainer reaches this step (0: no limit). `--steps` overrides it.
     pub steps: u64,
+    /// A stage that makes no progress this long (self-play plays no move; the trainer neither
+    /// steps nor waits for data) shows in the status line and the log (0: not watched).
+    pub stall_minutes: f64,
     /// `auto`, `cpu`, `cuda` or `cuda:N`, for self-play inference and the trainer alike.
     pub device: String,
     /// Self-play inference precision: `auto` (f16 on CUDA, f32 on the CPU), `f32`, `f16`, `bf16`.
@@ -67,6 +70,7 @@ impl Default for RunConfig {
             minutes: 0.0,
             cpu_minutes: 0.0,
             steps: 0,
+            stall_minutes: 10.0,
             device: "auto".into(),
             inference_precision: "auto".into(),
             threads: 0,
@@ -231,6 +235,9 @@ impl PipelineConfig {
         }
         if !(self.run.cpu_minutes >= 0.0 && self.run.cpu_minutes.is_finite()) {
             return Err(format!("[run] cpu_minutes = {}: must be ≥ 0", self.run.cpu_minutes));
+        }
+        if !(self.run.stall_minutes >= 0.0 && self.run.stall_minutes.is_finite()) {
+            return Err(format!("[run] stall_minutes = {}: must be ≥ 0", self.run.stall_minutes));
         }
         if self.run.games_per_shard == 0 {
             return Err("[run] games_per_shard must be ≥ 1".into());

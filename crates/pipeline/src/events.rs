@@ -104,4 +104,8 @@ pub enum Event {
     ReportProgress { done: usize, planned: usize, current: String, games: usize },
     /// A note worth a line in the log and on the screen.
     Note(String),
+    /// A stage made no progress for `[run] stall_minutes` (see `watchdog`).
+    Stalled { stage: &'static str, activity: &'static str, seconds: f64 },
+    /// A stalled stage progresses again.
+    Unstalled { stage: &'static str },
 }

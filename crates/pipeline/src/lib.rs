@@ -8,6 +8,7 @@
 //! - [`pipeline`]: [`prepare`] and [`run`], everything in one process.
 //! - [`events`]: what the stages report to the front end.
 //! - [`resources`]: process CPU time (the `cpu_minutes` budget) and the load average.
+//! - [`watchdog`]: notices a stage that makes no progress (`[run] stall_minutes`).
 //! - [`experiment`]: `koma experiment`, variants of a config trained for the same budget from
 //!   the same model 0, then rated in a round robin.
 //!
@@ -23,6 +24,7 @@ pub mod players;
 pub mod resources;
 pub mod run_dir;
 pub mod selfplay_stage;
+pub mod watchdog;
 
 pub use config::{ConfigSource, PipelineConfig, DEFAULT_CONFIG};
 pub use error::{PipelineError, Result};

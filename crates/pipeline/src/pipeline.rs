@@ -19,6 +19,7 @@ use crate::events::Event;
 use crate::resources::{process_cpu_seconds, CpuBudget};
 use crate::run_dir::{copy_checkpoint, ModelRef, RunDir};
 use crate::selfplay_stage::{run_selfplay, SelfPlaySummary};
+use crate::watchdog::Watchdog;
 
 #[derive(Clone, Debug)]
 pub struct PipelineOptions {
@@ -187,60 +188,80 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let started = Instant::now();
     let cpu_started = process_cpu_seconds();
     let mut reason = StopReason::Interrupted;
+    let mut stage_ended = false;
 
-    let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
-        let trainer = scope.spawn(|| {
-            let result = koma_train::train(&train_options, &mut |p| forward_train_progress(p, events));
-            stages_stop.store(true, Ordering::SeqCst);
-            result
-        });
-        let selfplay = scope.spawn(|| {
-            let result = run_selfplay(run, config, &prefix, stages_stop.clone(), events);
-            if result.is_err() {
-                stages_stop.store(true, Ordering::SeqCst);
+    // The stages report here; this loop passes their events on, watching them for stalls.
+    let (stage_events, stage_receiver) = crossbeam::channel::unbounded::<Event>();
+    let mut watchdog = (config.run.stall_minutes > 0.0).then(|| Watchdog::new(Duration::from_secs_f64(config.run.stall_minutes * 60.0), Instant::now()));
+    let mut relay = || {
+        let now = Instant::now();
+        for event in stage_receiver.try_iter() {
+            let back = watchdog.as_mut().and_then(|w| w.observe(&event, now));
+            let _ = events.send(event);
+            if let Some(back) = back {
+                let _ = events.send(back);
             }
-            result
-        });
+        }
+        for stalled in watchdog.as_mut().map(|w| w.check(now)).unwrap_or_default() {
+            let _ = events.send(stalled);
+        }
+    };
+    let stage_events = &stage_events;
+    let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
+        let trainer = scope.spawn(|| koma_train::train(&train_options, &mut |p| forward_train_progress(p, stage_events)));
+        let selfplay = scope.spawn(|| run_selfplay(run, config, &prefix, stages_stop.clone(), stage_events));
         let mut side = Vec::new();
         if config.gating.enabled {
-            side.push(scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), events)));
+            side.push(scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), stage_events)));
         }
         if config.arena.every_models > 0 {
-            side.push(scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), events)));
+            side.push(scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), stage_events)));
         }
+        // Every stage runs until the stop: one that ends on its own (an error, a panic, the
+        // trainer's step count) ends the run within a poll, and its result says why.
         while !stages_stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(100));
-            if options.stop.load(Ordering::SeqCst) {
-                reason = StopReason::Interrupted;
-                stages_stop.store(true, Ordering::SeqCst);
+            relay();
+            let stopped = if options.stop.load(Ordering::SeqCst) {
+                Some(StopReason::Interrupted)
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                reason = StopReason::TimeLimit;
-                stages_stop.store(true, Ordering::SeqCst);
+                Some(StopReason::TimeLimit)
             } else if cpu_budget.is_some_and(|b| b.exhausted()) {
-                reason = StopReason::CpuLimit;
-                stages_stop.store(true, Ordering::SeqCst);
+                Some(StopReason::CpuLimit)
             } else if trainer.is_finished() {
-                reason = StopReason::StepsReached;
+                Some(StopReason::StepsReached)
+            } else if selfplay.is_finished() || side.iter().any(|h| h.is_finished()) {
+                stage_ended = true;
+                Some(StopReason::Interrupted)
+            } else {
+                None
+            };
+            if let Some(why) = stopped {
+                reason = why;
+                stages_stop.store(true, Ordering::SeqCst);
             }
         }
         let _ = events.send(Event::Note("stopping: the trainer writes its checkpoint, self-play its shards".into()));
-        let train_result = trainer.join().unwrap_or_else(|_| Err(koma_train::TrainError::Config("the trainer thread panicked".into())));
-        let selfplay_result = selfplay.join().unwrap_or_else(|_| Err(PipelineError::Stage { stage: "self-play", message: "the thread panicked".into() }));
+        let train_result = trainer.join().unwrap_or_else(|panic| Err(koma_train::TrainError::Config(format!("the trainer thread panicked: {}", koma_mcts::panic_message(panic.as_ref())))));
+        let selfplay_result = selfplay.join().unwrap_or_else(|panic| Err(PipelineError::Stage { stage: "self-play", message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) }));
         let side_results: Vec<Result<()>> = side
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(PipelineError::Stage { stage: "arena", message: "the thread panicked".into() })))
+            .map(|h| h.join().unwrap_or_else(|panic| Err(PipelineError::Stage { stage: "arena", message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) })))
             .collect();
+        relay();
         (train_result, selfplay_result, side_results)
     });
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_started;
-    let train = train_result?;
-    let selfplay = selfplay_result?;
+    // The first stage to fail is the run's error (the others were stopped because of it).
+    let train = train_result.map_err(|e| log_failure(PipelineError::Train(e)))?;
+    let selfplay = selfplay_result.map_err(log_failure)?;
     for r in side_results {
-        r?;
+        r.map_err(log_failure)?;
     }
-    if train.stopped && reason == StopReason::StepsReached {
-        reason = StopReason::Interrupted;
+    if stage_ended {
+        // A stage ended on its own and yet without an error: that is a bug, and said so.
+        return Err(log_failure(PipelineError::Stage { stage: "pipeline", message: "a stage ended without an error before the stop".into() }));
     }
     let report_started = Instant::now();
     let report = if options.report && reason != StopReason::Interrupted {
@@ -262,6 +283,12 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         report,
         report_seconds: report_started.elapsed().as_secs_f64(),
     })
+}
+
+/// Logs a stage failure as it is returned, so the log file has it too.
+fn log_failure(error: PipelineError) -> PipelineError {
+    tracing::error!("the run stopped: {error}");
+    error
 }
 
 /// `selfplay-UNIXSECONDS-PID`: unique per process, so several self-play processes (and restarts)

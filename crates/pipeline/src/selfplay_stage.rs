@@ -18,6 +18,17 @@ use crate::run_dir::{ModelRef, RunDir};
 
 /// How often self-play looks for a new model.
 const MODEL_POLL: Duration = Duration::from_secs(2);
+/// Loads of one model tried before self-play gives up on it.
+const MODEL_LOAD_TRIES: u32 = 3;
+
+/// Sets the flag when dropped (also while unwinding).
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
 
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct SelfPlaySummary {
@@ -92,6 +103,9 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
         // The follower: swaps in the run's current model whenever it changes.
         let follower = scope.spawn(|| {
             let mut loaded = first.clone();
+            // A model that failed to load, and how often: tried again a few times (a file system
+            // that shows a rename late), then left alone while self-play keeps its last good one.
+            let mut failed: Option<(ModelRef, u32)> = None;
             let mut last_look = Instant::now();
             while !finished.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
@@ -107,6 +121,9 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                         continue;
                     }
                 };
+                if failed.as_ref().is_some_and(|(m, tries)| *m == current && *tries >= MODEL_LOAD_TRIES) {
+                    continue;
+                }
                 match Network::load(&current.path, &options) {
                     Ok(network) => {
                         slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
@@ -114,12 +131,25 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                         let _ = events.send(Event::ModelSwitched { model: current.name() });
                         models.lock().unwrap_or_else(|e| e.into_inner()).push(current.name());
                         loaded = current;
+                        failed = None;
                     }
-                    // A checkpoint being replaced; the next look will find it complete.
-                    Err(e) => tracing::warn!("self-play: loading {}: {e}", current.path.display()),
+                    Err(e) => {
+                        let tries = match &failed {
+                            Some((m, tries)) if *m == current => tries + 1,
+                            _ => 1,
+                        };
+                        if tries >= MODEL_LOAD_TRIES {
+                            tracing::error!("self-play: cannot load {}: {e}; it keeps playing with {} until a newer model loads", current.path.display(), loaded.name());
+                        } else {
+                            tracing::warn!("self-play: loading {}: {e}", current.path.display());
+                        }
+                        failed = Some((current, tries));
+                    }
                 }
             }
         });
+        // However self-play ends (a panic included), the follower must see it end.
+        let stop_follower = SetOnDrop(&finished);
         let result = koma_selfplay::run(
             &config.selfplay,
             starts,
@@ -139,17 +169,17 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                 let _ = events.send(Event::SelfPlay(status));
             },
         );
-        finished.store(true, Ordering::SeqCst);
+        drop(stop_follower);
         let _ = follower.join();
         result
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
-    let stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message })?;
+    // Whatever ended self-play, the games finished before it are written first.
     if let Some(tee) = records {
         summary.records_written = tee.finish().written;
     }
     let written: WriterSummary = writer.finish()?;
-    summary.stats = stats;
+    summary.stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message: format!("{message} ({} finished games were written)", written.games) })?;
     summary.shards = written.shards.len();
     summary.samples_written = written.samples;
     summary.games_written = written.games;

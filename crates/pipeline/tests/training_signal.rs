@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use koma_data::GameSamples;
-use koma_mcts::{Evaluation, Evaluator, RootSelection};
+use koma_mcts::{EvalError, Evaluation, Evaluator, RootSelection};
 use koma_pipeline::PipelineConfig;
 use koma_selfplay::{run, EvaluatorSlot, SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
@@ -18,8 +18,8 @@ use koma_shogi::Position;
 struct HashNet;
 
 impl Evaluator for HashNet {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
-        positions
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Ok(positions
             .iter()
             .map(|p| {
                 let n = p.legal_moves().len();
@@ -29,7 +29,7 @@ impl Evaluator for HashNet {
                 let v = ((h % 1001) as f32 / 1000.0 - 0.5) * 0.6;
                 Evaluation { priors: priors.iter().map(|x| x / sum).collect(), wdl: [(0.9 + v) / 2.0, 0.1, (0.9 - v) / 2.0] }
             })
-            .collect()
+            .collect())
     }
 }
 

@@ -4,6 +4,10 @@ use koma_mcts::SearchConfig;
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use serde::{Deserialize, Serialize};
 
+/// A game's evaluation cache holds at most this many entries: a search of a few hundred
+/// simulations, and the positions it revisits, fit in it.
+pub const MAX_CACHE_ENTRIES_PER_GAME: usize = 4096;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SelfPlayConfig {
@@ -39,6 +43,9 @@ pub struct SelfPlayConfig {
     /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
     pub impasse: String,
     pub seed: u64,
+    /// Memory of the evaluation caches of all games together, MiB (each game's cache: its share,
+    /// at most 4096 entries; 0: no cache). Caches are cleared when the model changes.
+    pub eval_cache_mib: usize,
     pub search: SearchConfig,
 }
 
@@ -63,6 +70,7 @@ impl Default for SelfPlayConfig {
             max_moves_rule: "draw".into(),
             impasse: "csa27".into(),
             seed: 1,
+            eval_cache_mib: 256,
             search: SearchConfig::default(),
         }
     }
@@ -124,6 +132,13 @@ impl SelfPlayConfig {
         Ok(())
     }
 
+    /// Evaluation-cache entries of each game: the games' share of `eval_cache_mib`, at most
+    /// [`MAX_CACHE_ENTRIES_PER_GAME`], so that the caches of all games stay within the budget.
+    pub fn cache_entries_per_game(&self) -> usize {
+        let games = (self.workers * self.games_per_worker).max(1);
+        ((self.eval_cache_mib << 20) / koma_mcts::EVAL_CACHE_ENTRY_BYTES / games).min(MAX_CACHE_ENTRIES_PER_GAME)
+    }
+
     /// The game rules these settings play under.
     pub fn rules(&self) -> Result<GameRules, String> {
         let impasse = ImpasseRule::from_name(&self.impasse)
@@ -131,5 +146,21 @@ impl SelfPlayConfig {
         let max_moves_rule = MaxMovesRule::from_name(&self.max_moves_rule)
             .ok_or_else(|| format!("max_moves_rule = {:?}: expected draw or checks", self.max_moves_rule))?;
         Ok(GameRules { max_plies: self.max_plies, max_moves_rule, impasse, repetitions: 4 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_caches_of_all_games_stay_within_their_budget() {
+        let config = SelfPlayConfig { workers: 8, games_per_worker: 256, eval_cache_mib: 256, ..SelfPlayConfig::default() };
+        let per_game = config.cache_entries_per_game();
+        assert_eq!(per_game, 256);
+        assert!(per_game * 2048 * koma_mcts::EVAL_CACHE_ENTRY_BYTES <= 256 << 20);
+        let small = SelfPlayConfig { workers: 1, games_per_worker: 32, eval_cache_mib: 256, ..SelfPlayConfig::default() };
+        assert_eq!(small.cache_entries_per_game(), MAX_CACHE_ENTRIES_PER_GAME);
+        assert_eq!(SelfPlayConfig { eval_cache_mib: 0, ..small }.cache_entries_per_game(), 0);
     }
 }

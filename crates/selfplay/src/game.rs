@@ -43,7 +43,11 @@ pub(crate) struct Finished {
 
 impl Game {
     pub(crate) fn new(pos: Position, config: &SelfPlayConfig, rules: GameRules, model: &str, rng: &mut Rng) -> Game {
-        let search = Search::new(config.search.clone(), rules, rng.next_u64()).with_cache(4096);
+        let mut search = Search::new(config.search.clone(), rules, rng.next_u64());
+        let cache_entries = config.cache_entries_per_game();
+        if cache_entries > 0 {
+            search = search.with_cache(cache_entries);
+        }
         let mut game = Game {
             start_sfen: pos.to_sfen(),
             pos,
@@ -214,7 +218,7 @@ mod tests {
             let (mut batch, mut owners) = (Vec::new(), Vec::new());
             game.gather(4, &mut batch, &mut owners, 0);
             let refs: Vec<&Position> = batch.iter().collect();
-            for ((_, leaf), e) in owners.iter().zip(evaluator.evaluate(&refs)) {
+            for ((_, leaf), e) in owners.iter().zip(evaluator.evaluate(&refs).unwrap()) {
                 game.complete(*leaf, &e);
             }
         }

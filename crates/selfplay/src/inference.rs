@@ -2,14 +2,19 @@
 //! of up to `max_batch` positions, and answers each worker on its own channel. Workers keep
 //! searching their other group of games while a request is out, so CPU search and network
 //! compute overlap. The evaluator can be swapped between batches (a new model in the pipeline).
+//!
+//! An evaluator that fails (an error, non-finite numbers, a panic inside libtorch) stops the
+//! service: every waiting request gets the error, later ones find the channel closed, and
+//! [`InferenceServer::failure`] keeps the cause for the run to report.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
-use koma_mcts::{Evaluation, Evaluator};
+use koma_mcts::{check_evaluations, EvalError, Evaluation, Evaluator};
 use koma_shogi::Position;
 
 /// The evaluator in use and the name of its model (recorded with each game).
@@ -33,9 +38,12 @@ impl EvaluatorSlot {
     }
 }
 
+/// An answer of the service: the evaluations of a request, or why there are none.
+pub type Answer = Result<Vec<Evaluation>, EvalError>;
+
 struct Request {
     positions: Vec<Position>,
-    reply: Sender<Vec<Evaluation>>,
+    reply: Sender<Answer>,
 }
 
 /// Counters of the inference thread.
@@ -51,6 +59,7 @@ pub struct InferenceServer {
     sender: Option<Sender<Request>>,
     handle: Option<JoinHandle<()>>,
     stats: Arc<InferenceStats>,
+    failure: Arc<Mutex<Option<EvalError>>>,
 }
 
 #[derive(Clone)]
@@ -59,24 +68,26 @@ pub struct InferenceClient {
 }
 
 impl InferenceClient {
-    /// Sends positions for evaluation; the answer arrives on the returned channel.
-    pub fn submit(&self, positions: Vec<Position>) -> Receiver<Vec<Evaluation>> {
+    /// Sends positions for evaluation; the answer arrives on the returned channel (a closed
+    /// channel: the service has stopped, see [`InferenceServer::failure`]).
+    pub fn submit(&self, positions: Vec<Position>) -> Receiver<Answer> {
         let (reply, answer) = unbounded();
-        // If the server is gone the receiver reports a disconnect, which the worker handles.
         let _ = self.sender.send(Request { positions, reply });
         answer
     }
 }
 
+/// Waits for an answer; a closed channel is the service having stopped.
+pub fn receive(answer: &Receiver<Answer>) -> Answer {
+    answer.recv().unwrap_or_else(|_| Err(EvalError("the inference thread has stopped".into())))
+}
+
 /// A client is itself an evaluator: several players (arena games, search threads) that share one
 /// server get their leaves merged into the server's batches.
 impl Evaluator for InferenceClient {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let owned: Vec<Position> = positions.iter().map(|p| p.without_history()).collect();
-        self.submit(owned).recv().unwrap_or_else(|_| {
-            tracing::error!("inference thread is gone; answering with uniform priors");
-            positions.iter().map(|_| Evaluation { priors: Vec::new(), wdl: [0.0, 1.0, 0.0] }).collect()
-        })
+        receive(&self.submit(owned))
     }
 }
 
@@ -84,12 +95,23 @@ impl InferenceServer {
     pub fn spawn(slot: Arc<EvaluatorSlot>, max_batch: usize) -> InferenceServer {
         let (sender, receiver) = unbounded::<Request>();
         let stats = Arc::new(InferenceStats::default());
-        let thread_stats = stats.clone();
+        let failure = Arc::new(Mutex::new(None));
+        let (thread_stats, thread_failure) = (stats.clone(), failure.clone());
         let handle = std::thread::Builder::new()
             .name("koma-inference".into())
-            .spawn(move || serve(receiver, slot, max_batch.max(1), &thread_stats))
+            .spawn(move || {
+                if let Err(e) = serve(receiver, slot, max_batch.max(1), &thread_stats) {
+                    tracing::error!("inference stopped: {e}");
+                    *thread_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                }
+            })
             .expect("spawning the inference thread");
-        InferenceServer { sender: Some(sender), handle: Some(handle), stats }
+        InferenceServer { sender: Some(sender), handle: Some(handle), stats, failure }
+    }
+
+    /// Why the service stopped on its own, if it did.
+    pub fn failure(&self) -> Option<EvalError> {
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn client(&self) -> InferenceClient {
@@ -110,7 +132,7 @@ impl Drop for InferenceServer {
     }
 }
 
-fn serve(receiver: Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize, stats: &InferenceStats) {
+fn serve(receiver: Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize, stats: &InferenceStats) -> Result<(), EvalError> {
     while let Ok(first) = receiver.recv() {
         let mut requests = vec![first];
         let mut size = requests[0].positions.len();
@@ -123,16 +145,39 @@ fn serve(receiver: Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize
                 Err(_) => break,
             }
         }
-        let (evaluator, _) = slot.get();
+        let (evaluator, model) = slot.get();
         let refs: Vec<&Position> = requests.iter().flat_map(|r| r.positions.iter()).collect();
         let start = Instant::now();
-        let mut evaluations = evaluator.evaluate(&refs).into_iter();
+        let answer = evaluate_guarded(evaluator.as_ref(), &model, &refs);
         stats.busy_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let evaluations = match answer {
+            Ok(evaluations) => evaluations,
+            Err(e) => {
+                for r in requests {
+                    let _ = r.reply.send(Err(e.clone()));
+                }
+                return Err(e);
+            }
+        };
         stats.positions.fetch_add(refs.len() as u64, Ordering::Relaxed);
         stats.batches.fetch_add(1, Ordering::Relaxed);
+        let mut evaluations = evaluations.into_iter();
         for r in requests {
             let answer: Vec<Evaluation> = evaluations.by_ref().take(r.positions.len()).collect();
-            let _ = r.reply.send(answer);
+            let _ = r.reply.send(Ok(answer));
         }
     }
+    Ok(())
+}
+
+/// One batch through the evaluator, with its answer checked: an error, a panic (libtorch panics
+/// on CUDA out-of-memory, for one) or non-finite numbers become an error that names the model.
+fn evaluate_guarded(evaluator: &dyn Evaluator, model: &str, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+    let evaluations = match catch_unwind(AssertUnwindSafe(|| evaluator.evaluate(positions))) {
+        Ok(Ok(evaluations)) => evaluations,
+        Ok(Err(e)) => return Err(EvalError(format!("model {model}: {e}"))),
+        Err(panic) => return Err(EvalError(format!("model {model}: {}", EvalError::from_panic(panic.as_ref())))),
+    };
+    check_evaluations(&format!("model {model}"), positions.len(), &evaluations)?;
+    Ok(evaluations)
 }

@@ -55,12 +55,13 @@ pub fn run(
         slot,
         games_left: AtomicUsize::new(games),
         stop,
+        failed: AtomicBool::new(false),
         stats: Mutex::new(SelfPlayStats::default()),
         moves: AtomicUsize::new(0),
         sink,
     };
     let shared = &shared;
-    std::thread::scope(|scope| {
+    let outcome = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.workers.max(1))
             .map(|w| {
                 let client = server.client();
@@ -80,7 +81,22 @@ pub fn run(
                 on_progress(&Progress { stats, moves: shared.moves.load(Ordering::Relaxed), inference: server.stats() });
             }
         }
+        // Joined here, so that a panicking worker is an error of this run and not a panic of the
+        // scope.
+        let mut first_error = None;
+        for (w, handle) in handles.into_iter().enumerate() {
+            let error = match handle.join() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => format!("inference: {}", server.failure().unwrap_or(e)),
+                Err(panic) => format!("worker {w} panicked: {}", koma_mcts::panic_message(panic.as_ref())),
+            };
+            first_error.get_or_insert(error);
+        }
+        first_error
     });
+    if let Some(error) = outcome {
+        return Err(error);
+    }
     let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
     Ok(stats)
 }

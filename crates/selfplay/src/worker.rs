@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam::channel::{Receiver, Sender};
 use koma_data::GameSamples;
-use koma_mcts::{Evaluation, LeafId, Rng};
+use koma_mcts::{EvalError, LeafId, Rng};
 use koma_shogi::rules::GameRules;
 
 use crate::config::SelfPlayConfig;
 use crate::game::{Finished, Game};
-use crate::inference::{EvaluatorSlot, InferenceClient};
+use crate::inference::{receive, Answer, EvaluatorSlot, InferenceClient};
 use crate::openings::StartPositions;
 use crate::stats::SelfPlayStats;
 
@@ -24,14 +24,20 @@ pub(crate) struct Shared {
     /// Games still to start (across workers).
     pub(crate) games_left: AtomicUsize,
     pub(crate) stop: Arc<AtomicBool>,
+    /// Set when a worker fails (or panics): the others stop too.
+    pub(crate) failed: AtomicBool,
     pub(crate) stats: Mutex<SelfPlayStats>,
     pub(crate) moves: AtomicUsize,
     pub(crate) sink: Sender<GameSamples>,
 }
 
 impl Shared {
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.failed.load(Ordering::Relaxed)
+    }
+
     fn claim_game(&self) -> bool {
-        !self.stop.load(Ordering::Relaxed)
+        !self.stopping()
             && self.games_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
@@ -42,9 +48,28 @@ impl Shared {
     }
 }
 
-type InFlight = (Receiver<Vec<Evaluation>>, Vec<(usize, LeafId)>);
+type InFlight = (Receiver<Answer>, Vec<(usize, LeafId)>);
 
-pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
+/// Plays until no game is left or the run stops; an evaluation error or a panic ends the worker
+/// and stops the others (the games in progress are abandoned, finished ones were sent already).
+pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalError> {
+    struct FailOnUnwind<'a>(&'a AtomicBool);
+    impl Drop for FailOnUnwind<'_> {
+        fn drop(&mut self) {
+            if std::thread::panicking() {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+    let _guard = FailOnUnwind(&shared.failed);
+    let result = play(shared, client, seed);
+    if result.is_err() {
+        shared.failed.store(true, Ordering::Relaxed);
+    }
+    result
+}
+
+fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalError> {
     let config = &shared.config;
     let mut rng = Rng::seeded(seed);
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
@@ -56,13 +81,13 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
     let mut in_flight: [Option<InFlight>; 2] = [None, None];
     loop {
         // A stop abandons the games in progress (their samples would be incomplete anyway).
-        if shared.stop.load(Ordering::Relaxed) {
-            return;
+        if shared.stopping() {
+            return Ok(());
         }
         let mut active = false;
         for g in 0..2 {
             if let Some((answer, owners)) = in_flight[g].take() {
-                let Ok(evaluations) = answer.recv() else { return };
+                let evaluations = receive(&answer)?;
                 for (&(game, leaf), e) in owners.iter().zip(&evaluations) {
                     if let Some(game) = groups[g][game].as_mut() {
                         game.complete(leaf, e);
@@ -93,7 +118,7 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) {
             }
         }
         if !active && in_flight.iter().all(Option::is_none) {
-            return;
+            return Ok(());
         }
     }
 }

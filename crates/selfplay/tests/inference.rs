@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use koma_mcts::{Evaluation, Evaluator};
+use koma_mcts::{EvalError, Evaluation, Evaluator};
 use koma_selfplay::{EvaluatorSlot, InferenceServer};
 use koma_shogi::Position;
 
@@ -13,9 +13,9 @@ use koma_shogi::Position;
 struct Slow;
 
 impl Evaluator for Slow {
-    fn evaluate(&self, positions: &[&Position]) -> Vec<Evaluation> {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         std::thread::sleep(Duration::from_millis(40));
-        positions.iter().map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] }).collect()
+        Ok(positions.iter().map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] }).collect())
     }
 }
 
@@ -27,7 +27,7 @@ fn concurrent_requests_share_batches() {
             let client = server.client();
             std::thread::spawn(move || {
                 let pos = Position::from_sfen(&format!("{} {}", "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -", i + 1)).unwrap();
-                let answers = client.evaluate(&[&pos, &pos]);
+                let answers = client.evaluate(&[&pos, &pos]).unwrap();
                 assert_eq!(answers.len(), 2);
                 assert!(answers.iter().all(|e| e.wdl[0] == (i + 1) as f32), "thread {i} got another caller's answer");
             })

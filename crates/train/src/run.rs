@@ -311,6 +311,9 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         progress(Progress::Checkpoint { step: trainer.step(), path: &path });
         summary.checkpoints.push(path);
     }
+    if let Err(TrainError::Diverged { step, what }) = result {
+        return Err(TrainError::Diverged { step, what: format!("{what}; nothing of it was saved: the last good checkpoint is the one of step {last_saved}") });
+    }
     result?;
     summary.final_step = trainer.step();
     summary.steps = trainer.step() - start_step;

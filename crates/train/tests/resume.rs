@@ -184,3 +184,32 @@ fn corrupt_state_is_refused_and_the_last_checkpoint_kept() {
     let s = train(&resume, &mut |_| {}).unwrap();
     assert_eq!((s.start_step, s.final_step), (10, 15));
 }
+
+#[test]
+fn a_diverging_run_stops_and_keeps_its_last_good_checkpoint() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let mut c = config(OptimizerKind::Sgd);
+    c.optimizer.grad_clip_norm = 0.0;
+    run(&options(&run_dir, &data, 10, &c, ResumeMode::Never));
+    let good = weights_sha(&run_dir, 10);
+    // A learning rate no network survives: the weights overflow within a few steps.
+    c.lr.base = 1e30;
+    c.lr.warmup_steps = 0;
+    c.lr.schedule = Schedule::Constant;
+    let error = train(&options(&run_dir, &data, 40, &c, ResumeMode::Required), &mut |_| {}).expect_err("a NaN run went on");
+    let TrainError::Diverged { step, .. } = &error else { panic!("not a divergence: {error}") };
+    assert!(*step > 10 && *step < 40, "{error}");
+    let message = error.to_string();
+    assert!(message.contains("the last good checkpoint is the one of step 10"), "{message}");
+    // Nothing after step 10 was written: no checkpoint, no state with NaN weights.
+    let newest = std::fs::read_dir(run_dir.join("models")).unwrap().filter_map(|e| checkpoint::step_of_file_name(&e.unwrap().file_name().to_string_lossy())).max();
+    assert_eq!(newest, Some(10));
+    assert_eq!(weights_sha(&run_dir, 10), good);
+    // And the run resumes from there with a sane rate.
+    c.lr.base = 0.05;
+    assert_eq!(run(&options(&run_dir, &data, 12, &c, ResumeMode::Required)).len(), 2);
+}

@@ -44,8 +44,8 @@ pub fn run(args: Args) -> Result<()> {
         None => Arc::new(MaterialEvaluator),
     };
     let spec = SuiteSpec { count: args.count, plies: args.plies, max_abs_value: args.max_value, simulations: args.simulations, seed: args.seed };
-    let lines = generate_suite(&spec, evaluator.as_ref());
     let judge = args.model.as_ref().map_or("material".to_string(), |p| p.display().to_string());
+    let lines = generate_suite(&spec, evaluator.as_ref()).with_context(|| format!("judging openings with {judge}"))?;
     let mut text = format!(
         "# {} balanced openings of {} plies (|value| <= {} after {} simulations, judged by {judge}; seed {})\n",
         lines.len(),

@@ -81,6 +81,8 @@ struct Status {
     loss_line: String,
     plain: bool,
     last_plain: Instant,
+    /// Stages stalled now, with the line that says so.
+    stalled: Vec<(&'static str, String)>,
 }
 
 impl Status {
@@ -116,6 +118,7 @@ impl Status {
             loss_line: String::new(),
             plain,
             last_plain: Instant::now(),
+            stalled: Vec::new(),
         }
     }
 
@@ -179,6 +182,16 @@ impl Status {
                 tracing::info!("{note}");
                 let _ = self.bars.println(&note);
             }
+            // The pipeline logged both already; here they show on screen and in the header.
+            Event::Stalled { stage, activity, seconds } => {
+                let line = format!("STALLED: {stage} has {activity} for {}", duration(seconds));
+                let _ = self.bars.println(&line);
+                self.stalled.push((stage, line));
+            }
+            Event::Unstalled { stage } => {
+                self.stalled.retain(|(s, _)| *s != stage);
+                let _ = self.bars.println(format!("{stage} progresses again"));
+            }
         }
     }
 
@@ -204,7 +217,8 @@ impl Status {
             None => String::new(),
         };
         if !self.header.message().starts_with("arena report") {
-            self.header.set_message(format!("{} · {}{limit}{cpu} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
+            let stalled: String = self.stalled.iter().map(|(_, line)| format!(" · {line}")).collect();
+            self.header.set_message(format!("{} · {}{limit}{cpu}{stalled} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
         }
         for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
             bar.tick();

@@ -2,7 +2,6 @@
 //! progress and a summary.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -139,13 +138,14 @@ pub fn run(args: Args) -> Result<()> {
     let bar = ProgressBar::new(args.games as u64);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let started = Instant::now();
-    let stats = koma_selfplay::run(
+    let result = koma_selfplay::run(
         &config,
         starts,
         slot,
         args.games,
         records.as_ref().map_or_else(|| writer.sender(), |r| r.sender()),
-        Arc::new(AtomicBool::new(false)),
+        // Ctrl-C stops cleanly: the games finished so far are written.
+        crate::interrupt::stop_flag(),
         Duration::from_millis(500),
         &mut |p| {
             let secs = started.elapsed().as_secs_f64().max(1e-9);
@@ -160,11 +160,12 @@ pub fn run(args: Args) -> Result<()> {
                 p.stats.draws
             ));
         },
-    )
-    .map_err(anyhow::Error::msg)?;
+    );
     bar.finish_and_clear();
+    // Whatever ended self-play, the games finished before it are written first.
     let records = records.map(|r| r.finish());
     let written = writer.finish()?;
+    let stats = result.map_err(|e| anyhow::anyhow!("self-play: {e} ({} games written to {})", written.games, out.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         println!(

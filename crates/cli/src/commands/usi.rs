@@ -12,10 +12,14 @@ use super::nn_args::RunArgs;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Checkpoint to play (`.safetensors` with its `.json` sidecar). Without one the engine plays
-    /// with uniform priors and an even value (for smoke tests; it says so with `info string`).
+    /// Checkpoint to play (`.safetensors` with its `.json` sidecar). Without one (and without a
+    /// `setoption name Model`) the engine reports the error and resigns every game.
     #[arg(long)]
     model: Option<PathBuf>,
+    /// Without a model, play with uniform priors and an even value (protocol tests, smoke runs):
+    /// the USI option UniformStandIn.
+    #[arg(long)]
+    uniform: bool,
     #[command(flatten)]
     run: RunArgs,
     /// Leaves per network batch (0: 32 on CUDA, 8 on the CPU).
@@ -47,6 +51,9 @@ pub fn run(args: Args) -> Result<()> {
         }
         let absolute = std::fs::canonicalize(model).with_context(|| format!("--model {}", model.display()))?;
         set("Model", &absolute.to_string_lossy())?;
+    }
+    if args.uniform {
+        set("UniformStandIn", "true")?;
     }
     // Validate --device/--precision the way every other subcommand does.
     args.run.options()?;

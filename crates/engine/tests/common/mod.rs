@@ -67,9 +67,9 @@ pub struct Harness {
 pub const LONG: Duration = Duration::from_secs(30);
 
 impl Harness {
-    /// An engine with default options and no model (uniform evaluator).
+    /// An engine with default options, no model, and the uniform stand-in asked for.
     pub fn new() -> Harness {
-        Harness::with_options(Options::default())
+        Harness::with_options(Options { uniform_stand_in: true, ..Options::default() })
     }
 
     pub fn with_options(options: Options) -> Harness {

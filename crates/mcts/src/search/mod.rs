@@ -23,7 +23,7 @@ use koma_shogi::{Move, MoveList, Position};
 
 use crate::cache::EvalCache;
 use crate::config::{RootSelection, SearchConfig};
-use crate::evaluator::{Evaluation, Evaluator};
+use crate::evaluator::{EvalError, Evaluation, Evaluator};
 use crate::gumbel::GumbelRoot;
 use crate::rng::Rng;
 use crate::tree::{NodeState, Tree, NONE};
@@ -218,8 +218,9 @@ impl Search {
         self.backup(node, value, draw);
     }
 
-    /// Runs `simulations` visits from `pos` with `evaluator`, batching up to `batch` leaves.
-    pub fn run(&mut self, pos: &mut Position, evaluator: &dyn Evaluator, simulations: u32, batch: usize) {
+    /// Runs `simulations` visits from `pos` with `evaluator`, batching up to `batch` leaves. An
+    /// evaluator error ends the search with it (the tree keeps the visits completed before).
+    pub fn run(&mut self, pos: &mut Position, evaluator: &dyn Evaluator, simulations: u32, batch: usize) -> Result<(), EvalError> {
         self.start(pos, simulations);
         let mut done = 0u32;
         let mut leaves = Vec::with_capacity(batch);
@@ -237,23 +238,27 @@ impl Search {
                         waiting = true;
                         break;
                     }
-                    Selection::NoMoves => return,
+                    Selection::NoMoves => return Ok(()),
                 }
             }
             if leaves.is_empty() {
                 // Nothing pending and nothing to schedule: the Gumbel budget is spent.
                 if waiting && self.pending.is_empty() {
-                    return;
+                    return Ok(());
                 }
                 continue;
             }
             let refs: Vec<&Position> = snapshots.iter().collect();
-            let evaluations = evaluator.evaluate(&refs);
+            let evaluations = evaluator.evaluate(&refs)?;
+            if evaluations.len() != leaves.len() {
+                return Err(EvalError(format!("the evaluator answered {} evaluations for {} positions", evaluations.len(), leaves.len())));
+            }
             for (&leaf, e) in leaves.iter().zip(&evaluations) {
                 self.complete(leaf, e);
                 done += 1;
             }
         }
+        Ok(())
     }
 
     fn expand(&mut self, node: u32, evaluation: &Evaluation) {
