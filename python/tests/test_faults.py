@@ -169,3 +169,51 @@ def test_chaos_sigkill_at_random_moments_loses_nothing(koma_bin, tmp_path, confi
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     state = check_run(koma_bin, run, state)
     assert state[0] > 0 and state[1] > 0, "no progress at all"
+
+
+def file_size_limit(limit):
+    """For `preexec_fn`: a file-size limit in the child, our stand-in for a full disk (koma ignores
+    SIGXFSZ, so a write past the limit fails with EFBIG, as one fails with ENOSPC on a full disk)."""
+    def apply():
+        import resource
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin, tmp_path):
+    model = tmp_path / "m.safetensors"
+    koma("init", "--config", "tiny", "--out", str(model))
+    config = tmp_path / "selfplay.toml"
+    config.write_text("[selfplay]\ngames_per_worker = 4\nleaves_per_game = 2\nsimulations = 8\ncheap_simulations = 2\nmax_plies = 64\n")
+    out, records = tmp_path / "shards", tmp_path / "records"
+    selfplay = [koma_bin, "selfplay", "--model", str(model), "--config", str(config), "--games", "4", "--games-per-shard", "2",
+                "--out", str(out), "--records", str(records), "--device", "cpu", "--threads", "1"]
+    first = subprocess.run(selfplay, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    shards_before = {p: p.read_bytes() for p in out.glob("*.h5")}
+    records_before = {p: p.read_bytes() for p in records.iterdir()}
+    assert len(shards_before) == 2 and len(records_before) == 4
+
+    # Shards (and records): no new shard fits under the limit.
+    limit = min(len(b) for b in shards_before.values()) // 2
+    full = subprocess.run(selfplay, capture_output=True, text=True, timeout=300, preexec_fn=file_size_limit(limit))
+    assert full.returncode != 0, full.stderr[-3000:]
+    assert str(out) in full.stderr and ".h5" in full.stderr, full.stderr[-3000:]
+    assert not [p for p in out.iterdir() if not p.name.endswith(".h5")], "a temporary file was left behind"
+    assert not [p for p in records.iterdir() if p.name.endswith(".tmp")], "a half record was left behind"
+    for p, content in shards_before.items():
+        assert p.read_bytes() == content
+    for p, content in records_before.items():
+        assert p.read_bytes() == content
+    verify = subprocess.run([koma_bin, "data", "verify", str(out)], capture_output=True, text=True)
+    assert verify.returncode == 0, verify.stdout[-2000:]
+
+    # A checkpoint (the trainer's and `koma init`'s writes are the same): the old one stays whole.
+    good = model.read_bytes()
+    full = subprocess.run([koma_bin, "init", "--config", "tiny", "--out", str(model), "--seed", "5"],
+                          capture_output=True, text=True, timeout=120, preexec_fn=file_size_limit(len(good) // 2))
+    assert full.returncode != 0 and str(model) in full.stderr, full.stderr[-3000:]
+    assert "File too large" in full.stderr, full.stderr[-3000:]
+    assert model.read_bytes() == good
+    assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name], "a temporary checkpoint was left behind"
+    load_checkpoint(str(model))

@@ -1,5 +1,6 @@
 //! Ctrl-C (and SIGTERM): the first one sets a stop flag that long-running commands poll, so they
-//! finish cleanly (checkpoint written, shards flushed); a second one exits at once.
+//! finish cleanly (checkpoint written, shards flushed); a second one exits at once. And SIGXFSZ:
+//! ignored, so that a file-size limit makes a write fail like a full disk does.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -24,4 +25,15 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         flag
     })
     .clone()
+}
+
+/// Ignores SIGXFSZ, whose default action kills the process in the middle of a write: with it
+/// ignored, a write beyond a file-size limit (`ulimit -f`) fails with EFBIG, and koma reports it,
+/// removes the half-written temporary file and keeps everything written before, as for a full disk.
+pub fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it is
+    // async-signal-safe and done once at start-up, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }

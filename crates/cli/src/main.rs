@@ -24,6 +24,7 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    interrupt::ignore_file_size_signal();
     let cli = Cli::parse();
     logging::init(cli.verbose);
     match cli.command.run() {

@@ -2,7 +2,7 @@
 
 use koma_shogi::{Color, EndReason, GameResult, Move};
 
-use crate::packed::PackedPosition;
+use crate::packed::{PackError, PackedPosition};
 
 /// Sample flags (bit set).
 pub mod flags {
@@ -33,6 +33,20 @@ pub struct Sample {
     /// Plies played before this position.
     pub ply: u16,
     pub flags: u8,
+}
+
+impl Sample {
+    /// The sample reflected left to right (`Position::mirror`): the position, the played move and
+    /// the policy target's moves mirrored, everything else kept. Shogi's rules are symmetric under
+    /// the reflection, so it is as valid a training sample as the original.
+    pub fn mirror(&self) -> Result<Sample, PackError> {
+        Ok(Sample {
+            position: PackedPosition::pack(&self.position.unpack()?.mirror())?,
+            played: self.played.map(Move::mirror),
+            policy: self.policy.iter().map(|&(m, w)| (m.mirror(), w)).collect(),
+            ..self.clone()
+        })
+    }
 }
 
 /// A finished game: its start, result and samples (in game order).
@@ -121,5 +135,36 @@ pub fn result_for(side_to_move: Color, winner: Option<Color>) -> i8 {
         None => 0,
         Some(w) if w == side_to_move => 1,
         Some(_) => -1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use koma_shogi::Position;
+
+    use super::*;
+
+    #[test]
+    fn a_mirrored_sample_is_a_valid_sample_of_the_mirrored_position() {
+        let pos = Position::from_sfen("ln1g1g1nl/1r1s1k1b1/p1pp1pppp/4p4/1p7/2P3P2/PP1PPP2P/1BG4R1/LN1SK1SNL b Sp 15").unwrap();
+        let moves: Vec<Move> = pos.legal_moves().iter().copied().collect();
+        let sample = Sample {
+            position: PackedPosition::pack(&pos).unwrap(),
+            played: Some(moves[0]),
+            policy: moves.iter().take(5).map(|&m| (m, 0.2)).collect(),
+            root_wdl: [0.5, 0.1, 0.4],
+            result: -1,
+            ply: 14,
+            flags: flags::FULL_SEARCH,
+        };
+        let mirrored = sample.mirror().unwrap();
+        let mirrored_pos = mirrored.position.unpack().unwrap();
+        // Packed positions keep no move number: compare board, side and hands.
+        let without_number = |p: &Position| p.to_sfen().rsplit_once(' ').unwrap().0.to_string();
+        assert_eq!(without_number(&mirrored_pos), without_number(&pos.mirror()));
+        assert!(mirrored.policy.iter().all(|&(m, _)| mirrored_pos.is_legal(m)));
+        assert!(mirrored_pos.is_legal(mirrored.played.unwrap()));
+        assert_eq!((mirrored.root_wdl, mirrored.result, mirrored.ply, mirrored.flags), (sample.root_wdl, sample.result, sample.ply, sample.flags));
+        assert_eq!(mirrored.mirror().unwrap(), sample);
     }
 }

@@ -213,8 +213,19 @@ pub fn save(vs: &VarStore, model: &ModelConfig, training: &TrainingInfo, path: &
     };
     let mut json = serde_json::to_string_pretty(&meta).expect("meta serialises");
     json.push('\n');
-    write_atomic(&sidecar_path(path), json.as_bytes())?;
-    write_atomic(path, &bytes)?;
+    // The sidecar first: a checkpoint is published when its weights file appears, complete.
+    let sidecar = sidecar_path(path);
+    let previous = fs::read(&sidecar).ok();
+    write_atomic(&sidecar, json.as_bytes())?;
+    if let Err(e) = write_atomic(path, &bytes) {
+        // The weights did not make it (a full disk): the sidecar goes back to what it was, so a
+        // checkpoint that was there stays whole and no sidecar points at missing weights.
+        let _ = match previous {
+            Some(old) => write_atomic(&sidecar, &old),
+            None => fs::remove_file(&sidecar).map_err(|e| Error::io(&sidecar, e)),
+        };
+        return Err(e);
+    }
     Ok(meta)
 }
 

@@ -226,3 +226,29 @@ fn a_libtorch_failure_in_the_forward_pass_is_an_error_not_a_panic() {
         other => panic!("a failing forward pass gave {other:?}"),
     }
 }
+
+#[test]
+fn the_features_of_a_mirrored_position_are_the_mirrored_planes() {
+    // What mirror augmentation (`[train.window] mirror`) relies on: reflecting the position
+    // reflects every input plane along the files and changes nothing else.
+    for pos in positions(60, 21) {
+        let (mut a, mut b) = (koma_nn::InputBatch::new(), koma_nn::InputBatch::new());
+        a.encode(&[&pos]);
+        b.encode(&[&pos.mirror()]);
+        for (original, mirrored, planes) in
+            [(a.input1(), b.input1(), koma_nn::FEATURES1_NUM), (a.input2(), b.input2(), koma_nn::FEATURES2_NUM)]
+        {
+            for plane in 0..planes {
+                for index in 0..81u8 {
+                    let sq = koma_shogi::Square::from_index(index).unwrap();
+                    assert_eq!(
+                        original[plane * 81 + sq.index()],
+                        mirrored[plane * 81 + sq.mirror().index()],
+                        "plane {plane}, square {sq} of {}",
+                        pos.to_sfen()
+                    );
+                }
+            }
+        }
+    }
+}

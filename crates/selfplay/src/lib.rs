@@ -87,7 +87,8 @@ pub fn run(
         for (w, handle) in handles.into_iter().enumerate() {
             let error = match handle.join() {
                 Ok(Ok(())) => continue,
-                Ok(Err(e)) => format!("inference: {}", server.failure().unwrap_or(e)),
+                Ok(Err(worker::WorkerError::Inference(e))) => format!("inference: {}", server.failure().unwrap_or(e)),
+                Ok(Err(worker::WorkerError::SinkClosed)) => "the shard writer stopped taking games (it failed; its error says why)".into(),
                 Err(panic) => format!("worker {w} panicked: {}", koma_mcts::panic_message(panic.as_ref())),
             };
             first_error.get_or_insert(error);

@@ -96,9 +96,11 @@ impl RecordWriter {
         let name = format!("game-{}-{:06}.{}", self.prefix, self.next, self.format.extension());
         let path = self.dir.join(&name);
         let tmp = self.dir.join(format!("{name}.tmp"));
-        std::fs::write(&tmp, &bytes)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+        std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|e| {
+            // No half record left behind (a full disk, a file-size limit).
+            let _ = std::fs::remove_file(&tmp);
+            format!("writing {}: {e}", path.display())
+        })?;
         self.next += 1;
         self.written += 1;
         Ok(path)
@@ -118,8 +120,11 @@ impl RecordWriter {
                         failed += 1;
                         tracing::warn!("could not save a self-play record: {e}");
                     }
-                    // A closed next stage means the run is shutting down.
-                    let _ = next.send(game);
+                    // The shard writer stopped (it failed): stop too, so that self-play sees its
+                    // sink close and reports it instead of playing games nobody keeps.
+                    if next.send(game).is_err() {
+                        break;
+                    }
                 }
                 RecordSummary { written: self.written, failed, dir: self.dir }
             })

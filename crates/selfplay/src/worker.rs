@@ -41,18 +41,26 @@ impl Shared {
             && self.games_left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1)).is_ok()
     }
 
-    fn record(&self, finished: Finished) {
+    /// Counts a finished game and sends it on; a closed sink (the shard writer failed) is an error.
+    fn record(&self, finished: Finished) -> Result<(), WorkerError> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner()).add(&finished);
-        // A closed sink means the run is shutting down; the game is dropped with it.
-        let _ = self.sink.send(finished.samples);
+        self.sink.send(finished.samples).map_err(|_| WorkerError::SinkClosed)
     }
 }
 
 type InFlight = (Receiver<Answer>, Vec<(usize, LeafId)>);
 
+/// Why a worker stopped before its games were done.
+pub(crate) enum WorkerError {
+    Inference(EvalError),
+    /// The sink stopped taking games: the shard (or record) writer ended, which only a failure does
+    /// while self-play runs.
+    SinkClosed,
+}
+
 /// Plays until no game is left or the run stops; an evaluation error or a panic ends the worker
 /// and stops the others (the games in progress are abandoned, finished ones were sent already).
-pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalError> {
+pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
     struct FailOnUnwind<'a>(&'a AtomicBool);
     impl Drop for FailOnUnwind<'_> {
         fn drop(&mut self) {
@@ -69,7 +77,7 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) ->
     result
 }
 
-fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalError> {
+fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
     let config = &shared.config;
     let mut rng = Rng::seeded(seed);
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
@@ -87,7 +95,7 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalE
         let mut active = false;
         for g in 0..2 {
             if let Some((answer, owners)) = in_flight[g].take() {
-                let evaluations = receive(&answer)?;
+                let evaluations = receive(&answer).map_err(WorkerError::Inference)?;
                 for (&(game, leaf), e) in owners.iter().zip(&evaluations) {
                     if let Some(game) = groups[g][game].as_mut() {
                         game.complete(leaf, e);
@@ -100,7 +108,7 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), EvalE
                 if game.move_ready() {
                     shared.moves.fetch_add(1, Ordering::Relaxed);
                     if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
-                        shared.record(finished);
+                        shared.record(finished)?;
                         *slot = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &model, &mut rng));
                     }
                 }

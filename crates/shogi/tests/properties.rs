@@ -1,6 +1,7 @@
 //! Property tests over random games: do/undo restores the position and its hash exactly, the
 //! incremental hash equals a from-scratch hash, SFEN round-trips, and the single-move legality
-//! check agrees with the move generator.
+//! check agrees with the move generator, and the left–right reflection is a symmetry of the rules
+//! (mirrored legal moves, check, status and mate in one).
 
 use koma_shogi::{Handicap, Move, Position};
 use proptest::prelude::*;
@@ -34,7 +35,28 @@ fn pick(pos: &Position, rng: &mut Rng) -> Option<Move> {
     Some(moves[rng.below(moves.len())])
 }
 
+/// The mirrored position has exactly the mirrored legal moves and the same check, status and
+/// mate-in-one answer; mirroring twice gives the position back.
+fn check_mirror(pos: &Position) {
+    let sfen = pos.to_sfen();
+    let mut mirrored = pos.mirror();
+    assert_eq!(mirrored.mirror().to_sfen(), sfen);
+    let mut expected: Vec<Move> = pos.legal_moves().iter().map(|m| m.mirror()).collect();
+    let mut got: Vec<Move> = mirrored.legal_moves().iter().copied().collect();
+    expected.sort();
+    got.sort();
+    assert_eq!(got, expected, "legal moves of the mirror of {sfen}");
+    assert_eq!(mirrored.in_check(), pos.in_check(), "check in the mirror of {sfen}");
+    // Without history on both sides: repetitions are not carried over.
+    let mut original = pos.without_history();
+    let rules = koma_shogi::GameRules::default();
+    assert_eq!(mirrored.status(&rules), original.status(&rules), "status of the mirror of {sfen}");
+    // Either side may find another of several mates first: compare whether there is one.
+    assert_eq!(mirrored.mate_in_one().is_some(), original.mate_in_one().is_some(), "mate in one in the mirror of {sfen}");
+}
+
 fn check_position(pos: &mut Position, rng: &mut Rng) {
+    check_mirror(pos);
     assert_eq!(pos.hash(), pos.hash_from_scratch(), "incremental hash differs at {}", pos.to_sfen());
     let sfen = pos.to_sfen();
     let reparsed = Position::from_sfen(&sfen).expect("our SFEN parses");

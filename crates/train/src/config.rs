@@ -305,6 +305,10 @@ pub struct WindowConfig {
     /// Samples before this ply are accepted with `early_probability`.
     pub early_plies: u16,
     pub early_probability: f64,
+    /// Probability that a drawn sample is reflected left to right (position, policy target,
+    /// played move and reply; shogi's rules are symmetric, `Position::mirror`): 0.5 shows the
+    /// network each position and its mirror image equally often. 0: off.
+    pub mirror: f64,
 }
 
 impl Default for WindowConfig {
@@ -317,6 +321,7 @@ impl Default for WindowConfig {
             max: 2_000_000,
             early_plies: 0,
             early_probability: 1.0,
+            mirror: 0.0,
         }
     }
 }
@@ -466,6 +471,9 @@ impl TrainConfig {
         }
         if !(0.0..=1.0).contains(&w.early_probability) {
             return bad("window.early_probability must be in [0, 1]");
+        }
+        if !(0.0..=1.0).contains(&w.mirror) {
+            return bad("window.mirror must be in [0, 1]");
         }
         let s = &self.loss_scale;
         if s.init <= 0.0

@@ -14,7 +14,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender};
-use koma_data::ReplayWindow;
+use koma_data::{ReplayWindow, Sample};
+use koma_shogi::Move;
 use serde::Serialize;
 
 use crate::batch::HostBatch;
@@ -189,17 +190,19 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
             )));
         }
         let mut batch = if setup.replies {
-            let (samples, replies): (Vec<_>, Vec<_>) =
+            let (mut samples, mut replies): (Vec<_>, Vec<_>) =
                 window.sample_with_replies(batch_size, &mut |n| rng.below(n))?.into_iter().unzip();
             if samples.is_empty() {
                 return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
             }
+            mirror_some(&mut samples, Some(&mut replies[..]), setup.window.mirror, &mut rng);
             HostBatch::from_samples_with_replies(&samples, &replies, &setup.loss)
         } else {
-            let samples = window.sample(batch_size, &mut |n| rng.below(n))?;
+            let mut samples = window.sample(batch_size, &mut |n| rng.below(n))?;
             if samples.is_empty() {
                 return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
             }
+            mirror_some(&mut samples, None, setup.window.mirror, &mut rng);
             HostBatch::from_samples(&samples, &setup.loss)
         };
         if batch.is_empty() {
@@ -213,6 +216,26 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
         batches += 1;
         if tx.send(Ok(LoaderMsg::Batch(Box::new(batch), info(&window)))).is_err() {
             return Ok(());
+        }
+    }
+}
+
+/// Reflects each sample (and its reply) left to right with probability `p`, drawn from the
+/// sampler's generator, so that a resumed run reflects the same samples. `p = 0` draws nothing.
+fn mirror_some(samples: &mut [Sample], mut replies: Option<&mut [Option<Move>]>, p: f64, rng: &mut Rng) {
+    if p <= 0.0 {
+        return;
+    }
+    for (i, sample) in samples.iter_mut().enumerate() {
+        if rng.unit() >= p {
+            continue;
+        }
+        // A position that does not unpack stays as it is; the batch leaves it out with a warning.
+        if let Ok(mirrored) = sample.mirror() {
+            *sample = mirrored;
+            if let Some(replies) = replies.as_deref_mut() {
+                replies[i] = replies[i].map(Move::mirror);
+            }
         }
     }
 }

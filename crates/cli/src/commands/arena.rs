@@ -28,9 +28,10 @@ pub struct Args {
     /// Games (rounded up to colour-swapped pairs).
     #[arg(long, default_value_t = 100)]
     games: usize,
-    /// Opening suite, one USI position per line (default: the start position).
+    /// Opening suite: a file of USI positions, one per line, or `builtin:balanced-8` (the suite
+    /// the pipeline and `koma experiment` use). Default: the start position.
     #[arg(long, conflicts_with = "handicap")]
-    openings: Option<PathBuf>,
+    openings: Option<String>,
     /// Start every game from this handicap (`lance`, `right-lance`, `two-piece`, `three-piece`,
     /// `five-piece`, `left-five-piece`, … or the KIF name such as 二枚落ち).
     #[arg(long)]
@@ -105,9 +106,9 @@ pub fn run(args: Args) -> Result<()> {
     let a = factory(&args.players[0], args.simulations, args.byoyomi, rules, &args.run)?;
     let b = factory(&args.players[1], args.simulations, args.byoyomi, rules, &args.run)?;
     let openings = match (&args.openings, &args.handicap) {
-        (Some(path), _) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            read_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?
+        (Some(spec), _) => {
+            let text = koma_pipeline::config::opening_suite_text(spec).map_err(anyhow::Error::msg)?.unwrap_or_default();
+            read_suite(&text).map_err(anyhow::Error::msg).with_context(|| format!("--openings {spec}"))?
         }
         (None, Some(name)) => match Handicap::from_name(name) {
             Some(h) => vec![h.position()],

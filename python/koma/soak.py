@@ -1,0 +1,133 @@
+"""A soak test: runs a command (by default the embedded `koma pipeline`) and samples its resident
+memory, open file descriptors and threads every `--every` seconds from /proc, then writes
+OUT/soak.csv, OUT/soak.png and prints a summary. Resident memory and descriptors must stay flat
+once the run is warm: growth is a leak.
+
+    python -m koma.soak --out soak/ --minutes 60 -- KOMA_BIN pipeline --run soak/run --minutes 60
+
+`scripts/soak` runs it on the release binary with the embedded default. docs/reliability.md
+explains what is checked; docs/benchmarks.md has the curve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import subprocess
+import sys
+import time
+
+
+def sample(pid: int) -> dict | None:
+    """RSS and high-water mark (MiB), threads and open descriptors of `pid`, or None if gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    kib = lambda name: int(fields[name].split()[0]) if name in fields else 0  # noqa: E731
+    return {
+        "rss_mib": kib("VmRSS") / 1024,
+        "hwm_mib": kib("VmHWM") / 1024,
+        "threads": int(fields.get("Threads", "0").strip() or 0),
+        "fds": fds,
+    }
+
+
+def slope_per_hour(rows: list[dict], key: str) -> float:
+    """Least-squares slope of `key` against minutes over the second half of the run, per hour."""
+    half = rows[len(rows) // 2 :]
+    if len(half) < 2:
+        return 0.0
+    xs = [r["minutes"] for r in half]
+    ys = [r[key] for r in half]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    if var == 0:
+        return 0.0
+    return 60 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
+
+
+def plot(rows: list[dict], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    minutes = [r["minutes"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot(minutes, [r["rss_mib"] for r in rows], label="resident memory (MiB)", color="tab:blue")
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("MiB")
+    ax.set_ylim(bottom=0)
+    ax2 = ax.twinx()
+    ax2.plot(minutes, [r["fds"] for r in rows], label="open file descriptors", color="tab:orange")
+    ax2.plot(minutes, [r["threads"] for r in rows], label="threads", color="tab:green", linestyle="--")
+    ax2.set_ylabel("count")
+    ax2.set_ylim(bottom=0)
+    lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    labels = ax.get_legend_handles_labels()[1] + ax2.get_legend_handles_labels()[1]
+    ax.legend(lines, labels, loc="lower right")
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True, help="directory for soak.csv and soak.png")
+    parser.add_argument("--every", type=float, default=60.0, help="seconds between samples (default 60)")
+    parser.add_argument("--minutes", type=float, default=0.0, help="stop the command (SIGINT) after this long (0: let it end)")
+    parser.add_argument("command", nargs="+", help="the command to watch (after --)")
+    args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "command.log"), "w", encoding="utf-8")
+    proc = subprocess.Popen(args.command, stdout=log, stderr=subprocess.STDOUT)
+    start = time.monotonic()
+    rows: list[dict] = []
+    try:
+        while proc.poll() is None:
+            now = time.monotonic()
+            if args.minutes and now - start >= args.minutes * 60:
+                proc.send_signal(subprocess.signal.SIGINT)
+                proc.wait()
+                break
+            s = sample(proc.pid)
+            if s is not None:
+                rows.append({"minutes": (now - start) / 60, **s})
+                print(f"{rows[-1]['minutes']:6.1f} min  RSS {s['rss_mib']:7.1f} MiB  fds {s['fds']:4d}  threads {s['threads']:3d}",
+                      flush=True)
+            time.sleep(max(0.0, args.every - (time.monotonic() - now)))
+    except KeyboardInterrupt:
+        proc.send_signal(subprocess.signal.SIGINT)
+        proc.wait()
+    if not rows:
+        print("the command ended before the first sample", file=sys.stderr)
+        return 1
+    with open(os.path.join(args.out, "soak.csv"), "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    load = os.getloadavg()
+    summary = (
+        f"{len(rows)} samples over {rows[-1]['minutes']:.1f} min (exit status {proc.returncode}, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end)\n"
+        f"resident memory: first {rows[0]['rss_mib']:.0f} MiB, last {rows[-1]['rss_mib']:.0f} MiB, "
+        f"peak {max(r['hwm_mib'] for r in rows):.0f} MiB, second-half slope {slope_per_hour(rows, 'rss_mib'):+.1f} MiB/hour\n"
+        f"open file descriptors: {min(r['fds'] for r in rows)}–{max(r['fds'] for r in rows)}, "
+        f"second-half slope {slope_per_hour(rows, 'fds'):+.1f}/hour; threads {min(r['threads'] for r in rows)}–"
+        f"{max(r['threads'] for r in rows)}"
+    )
+    print(summary)
+    with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
+        f.write(summary + "\n")
+    plot(rows, os.path.join(args.out, "soak.png"), "koma soak: " + " ".join(os.path.basename(a) for a in args.command[:2]))
+    print(f"wrote {os.path.join(args.out, 'soak.csv')} and soak.png")
+    return 0 if proc.returncode in (0, -2, 130) else proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
