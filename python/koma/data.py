@@ -48,6 +48,7 @@ END_REASONS = [
     "time_loss",
     "illegal_move",
     "abort",
+    "forfeit",
 ]
 
 # Piece types 1..14 (promoted = unpromoted + 8), as SFEN letters.

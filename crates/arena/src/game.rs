@@ -40,7 +40,7 @@ pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Positio
             Err(error) => {
                 let note = format!("{} ({us:?}) forfeits: {error}", player.name());
                 tracing::warn!("{note}");
-                let reason = if error.timeout { EndReason::TimeLoss } else { EndReason::IllegalMove };
+                let reason = if error.timeout { EndReason::TimeLoss } else { EndReason::Forfeit };
                 return finish(moves, lose(reason), Some(note));
             }
             Ok(Action::Resign) => return finish(moves, lose(EndReason::Resignation), None),

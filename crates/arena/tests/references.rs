@@ -71,7 +71,7 @@ fn misbehaving_players_lose() {
     let cases: Vec<(Result<Action, PlayerError>, EndReason)> = vec![
         (Ok(Action::Play(Move::from_usi("7g7e").unwrap())), EndReason::IllegalMove),
         (Ok(Action::Declare), EndReason::IllegalMove),
-        (Err(PlayerError::failure("engine crashed")), EndReason::IllegalMove),
+        (Err(PlayerError::failure("engine crashed")), EndReason::Forfeit),
         (Err(PlayerError::timeout("no bestmove in time")), EndReason::TimeLoss),
         (Ok(Action::Resign), EndReason::Resignation),
     ];

@@ -50,10 +50,10 @@ fn a_scripted_engine_plays_and_resigns() {
 #[test]
 fn misbehaving_engines_forfeit() {
     for (on_go, reason, words) in [
-        ("exit 3", EndReason::IllegalMove, "crashed"),
+        ("exit 3", EndReason::Forfeit, "crashed"),
         ("sleep 5", EndReason::TimeLoss, "in time"),
         ("echo 'bestmove 7g7e'", EndReason::IllegalMove, "illegal move"),
-        ("echo 'bestmove banana'", EndReason::IllegalMove, "not a USI move"),
+        ("echo 'bestmove banana'", EndReason::Forfeit, "not a USI move"),
         ("echo 'bestmove win'", EndReason::IllegalMove, "declared"),
     ] {
         let g = play_against_random(scripted(on_go));

@@ -77,6 +77,7 @@ pub fn end_reason_code(reason: EndReason) -> u8 {
         EndReason::TimeLoss => 7,
         EndReason::IllegalMove => 8,
         EndReason::Abort => 9,
+        EndReason::Forfeit => 10,
     }
 }
 
@@ -93,6 +94,7 @@ pub fn end_reason_name(reason: EndReason) -> &'static str {
         EndReason::TimeLoss => "time_loss",
         EndReason::IllegalMove => "illegal_move",
         EndReason::Abort => "abort",
+        EndReason::Forfeit => "forfeit",
     }
 }
 
@@ -108,6 +110,7 @@ pub fn end_reason_from_code(code: u8) -> Option<EndReason> {
         7 => EndReason::TimeLoss,
         8 => EndReason::IllegalMove,
         9 => EndReason::Abort,
+        10 => EndReason::Forfeit,
         _ => return None,
     })
 }

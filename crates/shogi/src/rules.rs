@@ -200,6 +200,9 @@ pub enum EndReason {
     MaxMoves,
     TimeLoss,
     IllegalMove,
+    /// A player could not go on (its engine crashed, closed its pipe or broke the protocol) and
+    /// lost the game by forfeit.
+    Forfeit,
     Abort,
 }
 

@@ -244,7 +244,7 @@ fn random_result(rng: &mut Rng, final_pos: &Position) -> Option<GameResult> {
     if !final_pos.has_legal_move() && rng.chance(70) {
         return result(Some(!stm), EndReason::Checkmate);
     }
-    const REASONS: [EndReason; 10] = [
+    const REASONS: [EndReason; 11] = [
         EndReason::Checkmate,
         EndReason::Resignation,
         EndReason::Repetition,
@@ -254,6 +254,7 @@ fn random_result(rng: &mut Rng, final_pos: &Position) -> Option<GameResult> {
         EndReason::MaxMoves,
         EndReason::TimeLoss,
         EndReason::IllegalMove,
+        EndReason::Forfeit,
         EndReason::Abort,
     ];
     let reason = REASONS[rng.below(REASONS.len())];
@@ -369,7 +370,7 @@ fn random_games_round_trip_through_every_format() {
         }
     }
     // Every ending appears, every handicap too.
-    assert_eq!(reasons.len(), 10, "{reasons:?}");
+    assert_eq!(reasons.len(), 11, "{reasons:?}");
     // All games in one CSA file.
     let text = csa::write_csa_games(&games).unwrap();
     let back = csa::parse_csa(&text).unwrap();

@@ -543,7 +543,9 @@ fn natural_special(result: GameResult, stm: Color, mated: bool) -> String {
         },
         EndReason::MaxMoves => "%MAX_MOVES".to_string(),
         EndReason::TimeLoss => "%TIME_UP".to_string(),
-        EndReason::IllegalMove => match winner {
+        // CSA has no ending for a player that stopped answering; a loss by the rules is the
+        // closest (the marker comment keeps the reason).
+        EndReason::IllegalMove | EndReason::Forfeit => match winner {
             Some(w) if w == stm => illegal_action(w),
             _ => "%ILLEGAL_MOVE".to_string(),
         },

@@ -711,7 +711,7 @@ fn natural_ending(result: GameResult, stm: Color, plies: usize, handicap: bool, 
         // cshogi reads only the plain form of the summary).
         EndReason::TimeLoss if ki2 => ("切れ負け", format!("まで{plies}手で時間切れにより{}の勝ち", name(winner.unwrap_or(!stm)))),
         EndReason::TimeLoss => ("切れ負け", won(winner.unwrap_or(!stm))),
-        EndReason::IllegalMove => illegal(winner),
+        EndReason::IllegalMove | EndReason::Forfeit => illegal(winner),
         EndReason::Abort => ("中断", format!("まで{plies}手で中断")),
     };
     (word, summary)

@@ -359,13 +359,14 @@ pub fn result_is_consistent(result: GameResult) -> bool {
         | EndReason::TimeLoss
         | EndReason::Try
         | EndReason::PerpetualCheck
-        | EndReason::IllegalMove => result.winner.is_some(),
+        | EndReason::IllegalMove
+        | EndReason::Forfeit => result.winner.is_some(),
         EndReason::Repetition | EndReason::MaxMoves | EndReason::Abort => result.winner.is_none(),
         EndReason::Declaration => true,
     }
 }
 
-const MARKER_NAMES: [(EndReason, &str); 10] = [
+const MARKER_NAMES: [(EndReason, &str); 11] = [
     (EndReason::Checkmate, "checkmate"),
     (EndReason::Resignation, "resignation"),
     (EndReason::Repetition, "repetition"),
@@ -376,6 +377,7 @@ const MARKER_NAMES: [(EndReason, &str); 10] = [
     (EndReason::TimeLoss, "time_loss"),
     (EndReason::IllegalMove, "illegal_move"),
     (EndReason::Abort, "abort"),
+    (EndReason::Forfeit, "forfeit"),
 ];
 
 pub(crate) fn end_marker_name(reason: EndReason) -> &'static str {
