@@ -1,6 +1,7 @@
 """Injected faults reach the top: a failing or NaN network stops `koma pipeline` within seconds
 with an error naming the stage and the cause, every shard written before stays valid, and the run
-resumes; a published model truncated afterwards leaves self-play on its last good model.
+resumes; a published model truncated afterwards leaves self-play on its last good model, and a
+self-play process started on it falls back to the newest older model.
 docs/reliability.md lists every fault and the test that covers it."""
 
 from __future__ import annotations
@@ -91,6 +92,19 @@ def test_a_truncated_published_model_leaves_self_play_on_its_last_good_one(koma_
     summary = json.loads(out.strip().splitlines()[-1])
     assert "model-00009999" not in summary["selfplay"]["models"]
     assert all("model-00009999" not in m for s in shards(run) for m in read_shard(s)[1])
+    verify_clean(koma_bin, run)
+
+    # A self-play process started now finds the bad model current: it falls back to the newest
+    # older model that loads instead of failing on every start.
+    restarted = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    n_shards = len(shards(run))
+    wait_for(lambda: len(shards(run)) > n_shards, 240, restarted, "a shard from a self-play process started on the bad model")
+    restarted.send_signal(signal.SIGINT)
+    out, err = restarted.communicate(timeout=120)
+    assert restarted.returncode == 0, err[-3000:]
+    assert "cannot use the current model" in err and "model-00009999" in err, err[-3000:]
+    assert json.loads(out.strip().splitlines()[-1])["selfplay"]["models"][0] == good[: -len(".safetensors")]
     verify_clean(koma_bin, run)
 
 

@@ -5,6 +5,7 @@
 
 mod commands;
 mod interrupt;
+mod limits;
 mod logging;
 
 use std::process::ExitCode;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
     interrupt::ignore_file_size_signal();
     let cli = Cli::parse();
     logging::init(cli.verbose);
+    limits::raise_open_file_limit();
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {

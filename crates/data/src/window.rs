@@ -96,7 +96,17 @@ impl ReplayWindow {
                 Err(e) => tracing::warn!("replay window: skipping {}: {e}", path.display()),
             }
         }
+        self.close_shards_behind_the_window();
         Ok(added)
+    }
+
+    /// Closes the shards whose samples have all left the window: they are never drawn again, and
+    /// an open shard holds a file descriptor and its chunk caches (a run of days would otherwise
+    /// run out of both). Global sample indices stay as they are.
+    fn close_shards_behind_the_window(&mut self) {
+        let first = self.total - self.len();
+        let behind = self.shards.iter().take_while(|s| s.start + s.reader.len() <= first).count();
+        self.shards.drain(..behind);
     }
 
     /// Samples produced so far (all shards).
@@ -113,6 +123,7 @@ impl ReplayWindow {
         self.len() == 0
     }
 
+    /// Shards open: those that hold samples of the window.
     pub fn shard_count(&self) -> usize {
         self.shards.len()
     }

@@ -211,6 +211,9 @@ fn writer_thread_and_replay_window() {
     let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(newest), SampleWeights::default()).unwrap();
     assert_eq!(window.total_samples(), total);
     assert_eq!(window.len(), newest);
+    // The two older shards hold nothing of the window: they are closed (a long run would
+    // otherwise keep every shard it ever read open).
+    assert_eq!(window.shard_count(), 1);
     let allowed: Vec<PackedPosition> = games[10..].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
     let mut below = |n: usize| rng.below(n);
     let batch = window.sample(500, &mut below).unwrap();
@@ -225,6 +228,15 @@ fn writer_thread_and_replay_window() {
     assert!(summary.shards[0].ends_with("selfplay-000003.h5"), "resumed numbering: {:?}", summary.shards);
     assert_eq!(window.refresh().unwrap(), 1);
     assert_eq!(window.total_samples(), total + extra.samples.len());
+    // The window now spans the new shard and the end of the one before: both stay open, and
+    // draws still come from the window only.
+    let shards_needed = if extra.samples.len() >= newest { 1 } else { 2 };
+    assert_eq!(window.shard_count(), shards_needed);
+    let mut in_window: Vec<PackedPosition> = games[10..].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
+    in_window.extend(extra.samples.iter().map(|s| s.position));
+    let batch = window.sample(200, &mut |n| rng.below(n)).unwrap();
+    assert_eq!(batch.len(), 200);
+    assert!(batch.iter().all(|s| in_window.contains(&s.position)), "sampled outside the window");
 
     // Growing window (KataGo style) never exceeds the samples produced.
     let grow = WindowSize { c: 100.0, alpha: 0.75, beta: 0.4, max: 1_000_000 };

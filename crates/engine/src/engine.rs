@@ -236,7 +236,7 @@ impl Engine {
             self.out.diag(&w);
         }
         let key = LoadKey::from_options(&self.options);
-        self.loader.ensure(&key);
+        self.loader.ensure(&key, false);
         let control = Arc::new(Control::default());
         let job = Job {
             pos: self.pos.clone(),

@@ -134,10 +134,12 @@ impl Loader {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes sure `key` is loaded or loading.
-    pub fn ensure(self: &Arc<Loader>, key: &LoadKey) {
+    /// Makes sure `key` is loaded or loading. A load of `key` that failed is tried again when
+    /// `retry_failed` (at `isready`: the file may have been copied in since, or the GPU freed).
+    pub fn ensure(self: &Arc<Loader>, key: &LoadKey, retry_failed: bool) {
         let mut state = self.lock();
-        if state.wanted.as_ref() == Some(key) && (state.loading || state.ready.is_some()) {
+        let failed = matches!(&state.ready, Some((k, Err(_))) if k == key);
+        if state.wanted.as_ref() == Some(key) && (state.loading || (state.ready.is_some() && !(failed && retry_failed))) {
             return;
         }
         state.wanted = Some(key.clone());
@@ -210,7 +212,7 @@ impl Loader {
 
     /// `isready`: loads `key` if needed and answers `readyok` once it is ready.
     pub fn isready(self: &Arc<Loader>, key: &LoadKey) {
-        self.ensure(key);
+        self.ensure(key, true);
         let mut state = self.lock();
         if state.loading {
             state.pending_readyok += 1;

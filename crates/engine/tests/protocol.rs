@@ -424,6 +424,35 @@ fn resigns_below_the_threshold_and_uses_the_loader() {
 }
 
 #[test]
+fn a_failed_load_is_tried_again_at_the_next_isready() {
+    // The first load fails (a model still being copied, a GPU still busy); the second works.
+    let loads = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&loads);
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(move |_key| {
+        if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+            Err("CUDA out of memory".to_string())
+        } else {
+            Ok(LoadedNet::uniform("second try"))
+        }
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value flaky");
+    e.send("isready");
+    let lines = e.until(SHORT, |l| l == "readyok");
+    assert!(lines.iter().any(|l| l.contains("error") && l.contains("CUDA out of memory")), "{lines:?}");
+    e.send("position startpos");
+    e.send("go nodes 20");
+    assert_eq!(e.bestmove(SHORT).0, "bestmove resign");
+    // A go does not reload (it would stall every move); the next isready does.
+    assert_eq!(loads.load(Ordering::SeqCst), 1);
+    e.ready();
+    assert_eq!(loads.load(Ordering::SeqCst), 2);
+    e.send("go nodes 20");
+    assert_legal(&Position::startpos(), &e.bestmove(SHORT).0);
+}
+
+#[test]
 fn slow_loads_keep_the_loop_responsive() {
     let mut config = EngineConfig::new(Options::default());
     config.loader = Arc::new(|_key| {

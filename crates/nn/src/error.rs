@@ -31,6 +31,10 @@ pub enum Error {
     #[error("libtorch: {0}")]
     Torch(#[from] tch::TchError),
 
+    /// libtorch failed while moving a loaded model to its device or precision.
+    #[error("{}: cannot put the model on its device: {reason}", path.display())]
+    Load { path: PathBuf, reason: String },
+
     #[error("the inference thread has stopped")]
     InferenceStopped,
 

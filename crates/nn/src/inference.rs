@@ -29,6 +29,10 @@ use crate::encoding::{self, InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABEL
 use crate::error::{Error, Result};
 use crate::model::{Net, VALUE_OUTPUTS};
 
+
+/// An early middle game with a bishop in hand and one dropped, for [`Network::probe`].
+const PROBE_SFEN: &str = "lnsgkg1nl/1r5s1/pppppp1pp/6p2/5B3/2P6/PP1PPPPPP/7R1/LNSGKGSNL w b 6";
+
 /// Raw network outputs for a batch: policy logits `(N, 2187)` and W/D/L logits `(N, 3)`,
 /// row-major float32. Reused between calls.
 #[derive(Debug, Default, Clone)]
@@ -188,9 +192,21 @@ impl Network {
         let mut vs = VarStore::new(Device::Cpu);
         let net = Net::new(&vs.root(), &config);
         checkpoint::copy_into(path, &loaded.tensors, &mut vs)?;
-        vs.set_device(device);
-        set_float_kind(&mut vs, kind);
+        // tch's device and precision moves panic on failure (CUDA out of memory, most often while
+        // a second model is loaded beside the first): an error here, not a dead thread.
+        catch_unwind(AssertUnwindSafe(|| {
+            vs.set_device(device);
+            set_float_kind(&mut vs, kind);
+        }))
+        .map_err(|panic| Error::Load { path: path.to_path_buf(), reason: koma_mcts::panic_message(panic.as_ref()) })?;
         Ok(Network { vs, net, config, device, kind, meta: Some(loaded.meta) })
+    }
+
+    /// Evaluates a few fixed positions (the start, and a middle game with pieces in hand): a model
+    /// that loads but whose weights answer NaN or infinity is refused here, before it plays.
+    pub fn probe(&self) -> Result<()> {
+        let positions = [Position::startpos(), Position::from_sfen(PROBE_SFEN).expect("the probe position is valid")];
+        self.evaluate(&positions).map(|_| ())
     }
 
     /// The same network with a freshly initialised opponent-reply head (`aux_reply_head`) added

@@ -197,6 +197,10 @@ fn non_finite_outputs_are_an_error_naming_the_network_and_the_count() {
             }
         }
     });
+    // The probe that self-play runs at every load refuses it.
+    let probed = net.probe();
+    assert!(matches!(probed, Err(Error::NonFinite { positions: 2, batch: 2, .. })), "{probed:?}");
+    assert!(network().probe().is_ok());
     let ps = positions(5, 11);
     match net.evaluate(&ps[..]) {
         Err(Error::NonFinite { model, positions, batch }) => {

@@ -207,30 +207,39 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         }
     };
     let stage_events = &stage_events;
+    // Which stage ended first (an error, a panic): its error is the run's, the others followed.
+    let mut first_ended: Option<&'static str> = None;
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
         let trainer = scope.spawn(|| koma_train::train(&train_options, &mut |p| forward_train_progress(p, stage_events)));
         let selfplay = scope.spawn(|| run_selfplay(run, config, &prefix, stages_stop.clone(), stage_events));
         let mut side = Vec::new();
         if config.gating.enabled {
-            side.push(scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), stage_events)));
+            side.push(("gatekeeper", scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), stage_events))));
         }
         if config.arena.every_models > 0 {
-            side.push(scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), stage_events)));
+            side.push(("evaluator", scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), stage_events))));
         }
         // Every stage runs until the stop: one that ends on its own (an error, a panic, the
         // trainer's step count) ends the run within a poll, and its result says why.
         while !stages_stop.load(Ordering::SeqCst) {
             std::thread::sleep(Duration::from_millis(100));
             relay();
+            first_ended = if trainer.is_finished() {
+                Some("trainer")
+            } else if selfplay.is_finished() {
+                Some("self-play")
+            } else {
+                side.iter().find(|(_, h)| h.is_finished()).map(|(name, _)| *name)
+            };
             let stopped = if options.stop.load(Ordering::SeqCst) {
                 Some(StopReason::Interrupted)
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
                 Some(StopReason::TimeLimit)
             } else if cpu_budget.is_some_and(|b| b.exhausted()) {
                 Some(StopReason::CpuLimit)
-            } else if trainer.is_finished() {
+            } else if first_ended == Some("trainer") {
                 Some(StopReason::StepsReached)
-            } else if selfplay.is_finished() || side.iter().any(|h| h.is_finished()) {
+            } else if first_ended.is_some() {
                 stage_ended = true;
                 Some(StopReason::Interrupted)
             } else {
@@ -242,23 +251,16 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             }
         }
         let _ = events.send(Event::Note("stopping: the trainer writes its checkpoint, self-play its shards".into()));
-        let train_result = trainer.join().unwrap_or_else(|panic| Err(koma_train::TrainError::Config(format!("the trainer thread panicked: {}", koma_mcts::panic_message(panic.as_ref())))));
-        let selfplay_result = selfplay.join().unwrap_or_else(|panic| Err(PipelineError::Stage { stage: "self-play", message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) }));
-        let side_results: Vec<Result<()>> = side
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|panic| Err(PipelineError::Stage { stage: "arena", message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) })))
-            .collect();
+        let panicked = |stage: &'static str| move |panic: Box<dyn std::any::Any + Send>| PipelineError::Stage { stage, message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) };
+        let train_result = trainer.join().map_err(panicked("trainer")).and_then(|r| r.map_err(PipelineError::Train));
+        let selfplay_result = selfplay.join().map_err(panicked("self-play")).and_then(|r| r);
+        let side_results: Vec<(&'static str, Result<()>)> = side.into_iter().map(|(name, h)| (name, h.join().map_err(panicked(name)).and_then(|r| r))).collect();
         relay();
         (train_result, selfplay_result, side_results)
     });
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_started;
-    // The first stage to fail is the run's error (the others were stopped because of it).
-    let train = train_result.map_err(|e| log_failure(PipelineError::Train(e)))?;
-    let selfplay = selfplay_result.map_err(log_failure)?;
-    for r in side_results {
-        r.map_err(log_failure)?;
-    }
+    let (train, selfplay) = stage_outcomes(train_result, selfplay_result, side_results, first_ended)?;
     if stage_ended {
         // A stage ended on its own and yet without an error: that is a bug, and said so.
         return Err(log_failure(PipelineError::Stage { stage: "pipeline", message: "a stage ended without an error before the stop".into() }));
@@ -283,6 +285,32 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         report,
         report_seconds: report_started.elapsed().as_secs_f64(),
     })
+}
+
+/// The trainer's and self-play's summaries, or the run's error: that of the stage that ended
+/// first, or else the first in stage order. Every other stage error is logged too, so nothing a
+/// failing stage said is lost.
+fn stage_outcomes(
+    train: Result<TrainSummary>,
+    selfplay: Result<SelfPlaySummary>,
+    side: Vec<(&'static str, Result<()>)>,
+    first_ended: Option<&'static str>,
+) -> Result<(TrainSummary, SelfPlaySummary)> {
+    let mut errors = Vec::new();
+    let train = train.map_err(|e| errors.push(("trainer", e))).ok();
+    let selfplay = selfplay.map_err(|e| errors.push(("self-play", e))).ok();
+    errors.extend(side.into_iter().filter_map(|(stage, r)| r.err().map(|e| (stage, e))));
+    match (train, selfplay) {
+        (Some(train), Some(selfplay)) if errors.is_empty() => Ok((train, selfplay)),
+        _ => {
+            let cause = errors.iter().position(|(stage, _)| Some(*stage) == first_ended).unwrap_or(0);
+            let (_, error) = errors.remove(cause);
+            for (stage, other) in &errors {
+                tracing::error!("also, after the stop: {stage}: {other}");
+            }
+            Err(log_failure(error))
+        }
+    }
 }
 
 /// Logs a stage failure as it is returned, so the log file has it too.
@@ -310,4 +338,29 @@ pub fn forward_train_progress(p: Progress<'_>, events: &Sender<Event>) {
         Progress::Waiting(w) => Event::TrainWaiting(w.clone()),
     };
     let _ = events.send(event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(stage: &'static str, message: &str) -> PipelineError {
+        PipelineError::Stage { stage, message: message.into() }
+    }
+
+    #[test]
+    fn the_stage_that_failed_first_is_the_cause() {
+        // A full disk: the shard writer fails first; the trainer's checkpoint at the stop fails
+        // after it. The run's error is self-play's, not the trainer's.
+        let trainer = Err(PipelineError::Train(koma_train::TrainError::Config("checkpoint: no space left".into())));
+        let outcome = stage_outcomes(trainer, Err(failed("self-play", "the shard writer failed")), vec![("evaluator", Ok(()))], Some("self-play"));
+        assert!(outcome.err().unwrap().to_string().contains("shard writer"));
+        // No stage ended first (a time limit, then failures at the stop): stage order decides.
+        let outcome = stage_outcomes(Err(PipelineError::Train(koma_train::TrainError::Config("x".into()))), Err(failed("self-play", "y")), vec![], None);
+        assert!(outcome.err().unwrap().to_string().starts_with("trainer"));
+        // A side stage that ended first is the cause, even with self-play failing after it.
+        let trainer = Err(PipelineError::Train(koma_train::TrainError::Config("stopped".into())));
+        let outcome = stage_outcomes(trainer, Err(failed("self-play", "later")), vec![("gatekeeper", Ok(())), ("evaluator", Err(failed("evaluator", "first")))], Some("evaluator"));
+        assert_eq!(outcome.err().unwrap().to_string(), "evaluator: first");
+    }
 }

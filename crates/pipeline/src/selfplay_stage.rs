@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
-use koma_nn::{Network, SharedNetwork};
+use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::{EvaluatorSlot, RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
 
 use crate::config::{opening_suite_text, PipelineConfig};
@@ -27,6 +27,17 @@ struct SetOnDrop<'a>(&'a AtomicBool);
 impl Drop for SetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Sets the flag when dropped while its thread panics.
+struct SetOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for SetOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::SeqCst);
+        }
     }
 }
 
@@ -64,6 +75,34 @@ fn wait_for_model(run: &RunDir, stop: &AtomicBool, events: &Sender<Event>) -> Re
     }
 }
 
+/// Loads a model for self-play and runs a probe batch through it, so that a model that loads but
+/// answers NaN is refused like one that does not load.
+fn load_probed(model: &ModelRef, options: &RunOptions) -> koma_nn::Result<Network> {
+    let network = Network::load(&model.path, options)?;
+    network.probe()?;
+    Ok(network)
+}
+
+/// The run's current model, or if it cannot be used (a truncated file, NaN weights), the newest
+/// older one that can: a resumed run must not fail on every start because of its newest model.
+fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> Result<(ModelRef, Network)> {
+    let current_error = match load_probed(&current, options) {
+        Ok(network) => return Ok((current, network)),
+        Err(e) => e,
+    };
+    tracing::error!("self-play: cannot use the current model {}: {current_error}", current.path.display());
+    for model in run.models()?.into_iter().rev().filter(|m| m.step < current.step) {
+        match load_probed(&model, options) {
+            Ok(network) => {
+                tracing::error!("self-play: plays with {} until a newer model loads", model.name());
+                return Ok((model, network));
+            }
+            Err(e) => tracing::warn!("self-play: cannot use {} either: {e}", model.path.display()),
+        }
+    }
+    Err(PipelineError::Stage { stage: "self-play", message: format!("cannot use the current model: {current_error} (nor any older one)") })
+}
+
 /// Where games start: the config's handicap share and opening suite.
 pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
     let sp = &config.selfplay;
@@ -77,9 +116,9 @@ pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
 /// Plays until `stop` is set (games in progress are abandoned; finished ones are all written).
 /// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix.
 pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<SelfPlaySummary> {
-    let Some(first) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
+    let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let options = config.inference_options()?;
-    let network = Network::load(&first.path, &options)?;
+    let (first, network) = first_usable_model(run, current, &options)?;
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &first.name());
     let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
     let _ = events.send(Event::ModelSwitched { model: first.name() });
@@ -102,6 +141,7 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
     let result = std::thread::scope(|scope| {
         // The follower: swaps in the run's current model whenever it changes.
         let follower = scope.spawn(|| {
+            let _stop_selfplay_on_panic = SetOnPanic(&stop);
             let mut loaded = first.clone();
             // A model that failed to load, and how often: tried again a few times (a file system
             // that shows a rename late), then left alone while self-play keeps its last good one.
@@ -124,7 +164,7 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                 if failed.as_ref().is_some_and(|(m, tries)| *m == current && *tries >= MODEL_LOAD_TRIES) {
                     continue;
                 }
-                match Network::load(&current.path, &options) {
+                match load_probed(&current, &options) {
                     Ok(network) => {
                         slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
                         tracing::info!(model = %current.name(), "self-play switched model");
@@ -148,7 +188,8 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                 }
             }
         });
-        // However self-play ends (a panic included), the follower must see it end.
+        // However self-play ends (a panic included), the follower must see it end; and if the
+        // follower dies, self-play must not play on with a model nobody updates.
         let stop_follower = SetOnDrop(&finished);
         let result = koma_selfplay::run(
             &config.selfplay,
@@ -170,15 +211,22 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
             },
         );
         drop(stop_follower);
-        let _ = follower.join();
-        result
+        match follower.join() {
+            Ok(()) => result,
+            Err(panic) => result.and(Err(format!("the model follower panicked: {}", koma_mcts::panic_message(panic.as_ref())))),
+        }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
     // Whatever ended self-play, the games finished before it are written first.
     if let Some(tee) = records {
         summary.records_written = tee.finish().written;
     }
-    let written: WriterSummary = writer.finish()?;
+    let written: WriterSummary = match (writer.finish(), result.as_ref()) {
+        (Ok(written), _) => written,
+        (Err(e), Ok(_)) => return Err(e.into()),
+        // Both failed: the writer's error (a full disk, say) is usually the cause of self-play's.
+        (Err(e), Err(message)) => return Err(PipelineError::Stage { stage: "self-play", message: format!("the shard writer failed: {e}; and self-play: {message}") }),
+    };
     summary.stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message: format!("{message} ({} finished games were written)", written.games) })?;
     summary.shards = written.shards.len();
     summary.samples_written = written.samples;
