@@ -2,8 +2,9 @@
 //! appended to a JSONL file as they finish, live statistics, and an optional SPRT that stops the
 //! match early.
 
-use std::io::Write;
-use std::path::PathBuf;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use koma_shogi::record::GameRecord;
 use koma_shogi::{Color, Position};
 use serde_json::json;
 
-use crate::game::{play_game, PlayedGame};
+use crate::game::{play_game, PlayedGame, Unfinished};
 use crate::player::Player;
 use crate::stats::{EloEstimate, Pentanomial, Sprt, SprtDecision, Trinomial};
 
@@ -29,11 +30,12 @@ pub struct MatchConfig {
     pub rules: GameRules,
     pub openings: Vec<Position>,
     pub sprt: Option<Sprt>,
-    /// JSONL file the results are appended to.
+    /// JSONL file the results are appended to, one whole line per game.
     pub results: Option<PathBuf>,
     /// Directory each game is saved to as UTF-8 KIF (`BLACK-vs-WHITE-pair-NNNNN.kifu`).
     pub records: Option<PathBuf>,
-    /// Set to end the match early: games in progress finish, no new ones start.
+    /// Set to end the match early: games in progress are dropped unscored (within a move, or a
+    /// search batch), no new ones start.
     pub cancel: Option<Arc<AtomicBool>>,
 }
 
@@ -126,6 +128,41 @@ fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, String> {
     write_kif(&record).map_err(|e| e.to_string())
 }
 
+/// Opens the results file for appending. Bytes after its last newline are a line torn by a kill
+/// or a full disk; they are cut off (with a warning), so that the next line starts clean.
+fn open_results(path: &Path) -> Result<File, String> {
+    let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let mut file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(failed)?;
+    let len = file.metadata().map_err(failed)?.len();
+    let whole_lines = end_of_last_line(&mut file, len).map_err(failed)?;
+    if whole_lines < len {
+        tracing::warn!("{}: cutting off a torn last line ({} bytes without a newline, left by a kill or a full disk)", path.display(), len - whole_lines);
+        file.set_len(whole_lines).map_err(failed)?;
+    }
+    Ok(file)
+}
+
+/// Where the last newline of `file` (`len` bytes) ends; 0 when it has none. Reads backwards, so a
+/// long results file costs only its tail.
+fn end_of_last_line(file: &mut File, len: u64) -> std::io::Result<u64> {
+    let mut buffer = [0u8; 4096];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(buffer.len() as u64);
+        let chunk = &mut buffer[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
 fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
     let (black, white) = if g.a_black { (a, b) } else { (b, a) };
     let moves: Vec<String> = g.game.moves.iter().map(|m| m.to_usi()).collect();
@@ -152,17 +189,11 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
     let pairs = config.games.div_ceil(2).max(1);
     state.planned = pairs * 2;
     let openings = if config.openings.is_empty() { vec![Position::startpos()] } else { config.openings.clone() };
-    let mut results_file = match &config.results {
-        Some(path) => {
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            }
-            Some(std::fs::OpenOptions::new().create(true).append(true).open(path).map_err(|e| format!("{}: {e}", path.display()))?)
-        }
-        None => None,
-    };
+    let mut results_file = config.results.as_deref().map(open_results).transpose()?;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
+    let not_cancelled = AtomicBool::new(false);
+    let cancel: &AtomicBool = config.cancel.as_deref().unwrap_or(&not_cancelled);
     let (sender, receiver) = unbounded::<Result<MatchGame, String>>();
     let mut pending_pairs: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
     let mut failure = None;
@@ -170,7 +201,6 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
         for worker in 0..config.concurrency.max(1) {
             let (a, b, sender, next, stop, openings) = (a.clone(), b.clone(), sender.clone(), &next, &stop, &openings);
             let rules = config.rules;
-            let cancel = config.cancel.clone();
             scope.spawn(move || {
                 let players = a(worker as u64 + 1).and_then(|pa| b(worker as u64 + 1001).map(|pb| (pa, pb)));
                 let (mut pa, mut pb) = match players {
@@ -181,7 +211,7 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                     }
                 };
                 loop {
-                    if stop.load(Ordering::Relaxed) || cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+                    if stop.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
                         return;
                     }
                     let index = next.fetch_add(1, Ordering::Relaxed);
@@ -191,8 +221,16 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                     let (pair, a_black) = (index / 2, index % 2 == 0);
                     let opening = pair % openings.len();
                     let start = &openings[opening];
-                    let played = if a_black { play_game(pa.as_mut(), pb.as_mut(), start, &rules) } else { play_game(pb.as_mut(), pa.as_mut(), start, &rules) };
-                    let message = played.map(|game| MatchGame { pair, a_black, opening, game }).map_err(|e| e.message);
+                    let played = if a_black {
+                        play_game(pa.as_mut(), pb.as_mut(), start, &rules, cancel)
+                    } else {
+                        play_game(pb.as_mut(), pa.as_mut(), start, &rules, cancel)
+                    };
+                    let message = match played {
+                        Ok(game) => Ok(MatchGame { pair, a_black, opening, game }),
+                        Err(Unfinished::Cancelled) => return,
+                        Err(Unfinished::Failed(e)) => Err(e.message),
+                    };
                     let fatal = message.is_err();
                     if sender.send(message).is_err() || fatal {
                         return;
@@ -236,7 +274,11 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                 }
             }
             if let Some(file) = results_file.as_mut() {
-                if let Err(e) = writeln!(file, "{}", result_line(&g, &state.a_name, &state.b_name)) {
+                // One write per line: a kill or a full disk can then tear only the last line, which
+                // the next open cuts off and the reader skips.
+                let mut line = result_line(&g, &state.a_name, &state.b_name).to_string();
+                line.push('\n');
+                if let Err(e) = file.write_all(line.as_bytes()) {
                     failure.get_or_insert(format!("writing results: {e}"));
                     stop.store(true, Ordering::Relaxed);
                 }

@@ -1,6 +1,8 @@
 //! Players: anything that picks a move in a position. The built-in reference players never
 //! change, so Elo measured against them is comparable across runs and versions.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, PieceType, Position, Status};
@@ -47,10 +49,15 @@ impl std::fmt::Display for PlayerError {
 pub trait Player: Send {
     /// A short name for tables and records.
     fn name(&self) -> String;
-    /// Called before each game.
-    fn new_game(&mut self) {}
-    /// Chooses an action in `pos` (its history included, for repetition awareness).
-    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError>;
+    /// Called before each game. An error means the player cannot play on: the match stops with
+    /// it (unless `cancel` is set).
+    fn new_game(&mut self, _cancel: &AtomicBool) -> Result<(), PlayerError> {
+        Ok(())
+    }
+    /// Chooses an action in `pos` (its history included, for repetition awareness). `cancel` set
+    /// means the match is being cancelled: a player that thinks for long should give up early
+    /// (with any error; the game is dropped unscored).
+    fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError>;
 }
 
 /// Material value of a piece type, in pawns (hand pieces count as their unpromoted type).
@@ -101,7 +108,7 @@ impl Player for RandomPlayer {
         "random".into()
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
+    fn act(&mut self, pos: &Position, _cancel: &AtomicBool) -> Result<Action, PlayerError> {
         let moves = pos.legal_moves();
         if moves.is_empty() {
             return Ok(Action::Resign);
@@ -127,7 +134,7 @@ impl Player for GreedyPlayer {
         "greedy".into()
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
+    fn act(&mut self, pos: &Position, _cancel: &AtomicBool) -> Result<Action, PlayerError> {
         let mut pos = pos.clone();
         if let Some(m) = pos.mate_in_one() {
             return Ok(Action::Play(m));
@@ -168,6 +175,22 @@ impl Evaluator for MaterialEvaluator {
                 Evaluation { priors: Vec::new(), wdl: [(1.0 + v) / 2.0, 0.0, (1.0 - v) / 2.0] }
             })
             .collect())
+    }
+}
+
+/// A player's evaluator that fails once the match is cancelled, so that a long search stops at
+/// its next batch instead of running to the end of its budget.
+struct UntilCancelled<'a> {
+    evaluator: &'a dyn Evaluator,
+    cancel: &'a AtomicBool,
+}
+
+impl Evaluator for UntilCancelled<'_> {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        if self.cancel.load(Ordering::Relaxed) {
+            return Err(EvalError("the match was cancelled".into()));
+        }
+        self.evaluator.evaluate(positions)
     }
 }
 
@@ -220,23 +243,25 @@ impl Player for MctsPlayer {
         self.name.clone()
     }
 
-    fn new_game(&mut self) {
+    fn new_game(&mut self, _cancel: &AtomicBool) -> Result<(), PlayerError> {
         self.search = Search::new(self.search.config().clone(), self.rules, 0);
+        Ok(())
     }
 
-    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
+    fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
         if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && !self.rules.impasse.is_try() {
             return Ok(Action::Declare);
         }
         let mut pos = pos.clone();
+        let evaluator = UntilCancelled { evaluator: self.evaluator.as_ref(), cancel };
         let searched = match self.budget {
-            Budget::Simulations(n) => self.search.run(&mut pos, self.evaluator.as_ref(), n, self.batch),
+            Budget::Simulations(n) => self.search.run(&mut pos, &evaluator, n, self.batch),
             Budget::Millis(ms) => {
                 // Each round keeps the tree (same root), so the rounds add up to one search.
                 let start = std::time::Instant::now();
                 let mut searched = Ok(());
                 while searched.is_ok() && start.elapsed().as_millis() < ms as u128 {
-                    searched = self.search.run(&mut pos, self.evaluator.as_ref(), 32, self.batch);
+                    searched = self.search.run(&mut pos, &evaluator, 32, self.batch);
                 }
                 searched
             }

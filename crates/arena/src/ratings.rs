@@ -24,26 +24,37 @@ pub struct Rating {
 }
 
 /// Reads the games of an arena results file (one JSON object per line, as `koma arena` and the
-/// pipeline append them). Errors name the file and line.
+/// pipeline append them). A line that does not parse (torn by a kill or a full disk, or edited
+/// by hand) is skipped with a warning naming the file and line; only an unreadable file is an
+/// error.
 pub fn read_results(path: &std::path::Path) -> Result<Vec<GameOutcome>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    // Lossy: a line torn inside a multi-byte name must not make the whole file unreadable.
+    let text = String::from_utf8_lossy(&bytes);
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{}: line {}: {e}", path.display(), i + 1))?;
-        let (Some(black), Some(white)) = (v["black"].as_str(), v["white"].as_str()) else {
-            return Err(format!("{}: line {}: missing black/white", path.display(), i + 1));
-        };
-        let score = match v["winner"].as_str() {
-            Some("black") => 1.0,
-            Some("white") => 0.0,
-            _ => 0.5,
-        };
-        out.push(GameOutcome { first: black.to_string(), second: white.to_string(), score });
+        match parse_outcome(line) {
+            Ok(game) => out.push(game),
+            Err(e) => tracing::warn!("{}: line {}: skipped, not a game result ({e})", path.display(), i + 1),
+        }
     }
     Ok(out)
+}
+
+fn parse_outcome(line: &str) -> Result<GameOutcome, String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let (Some(black), Some(white)) = (v["black"].as_str(), v["white"].as_str()) else {
+        return Err("missing black/white".into());
+    };
+    let score = match v["winner"].as_str() {
+        Some("black") => 1.0,
+        Some("white") => 0.0,
+        _ => 0.5,
+    };
+    Ok(GameOutcome { first: black.to_string(), second: white.to_string(), score })
 }
 
 /// The training step in a checkpoint player's name such as `model-00001000@200`.

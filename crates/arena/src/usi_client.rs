@@ -1,9 +1,13 @@
 //! A USI client: any USI engine as a [`Player`]. The engine runs as a child process; its output
 //! is read on a separate thread so every wait has a timeout. A crash, a timeout or garbage where
-//! a move should be forfeits the game with a clear message.
+//! a move should be forfeits the game with a clear message. The process is then not trusted for
+//! another game (it may be dead, or still answering the old position): the next game starts a
+//! fresh one. An engine that forfeits [`MAX_FORFEITS_IN_A_ROW`] games in a row, or cannot be
+//! restarted, stops the match rather than handing its opponent a win every game.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
@@ -11,6 +15,12 @@ use koma_shogi::usi::position_command;
 use koma_shogi::{Move, Position};
 
 use crate::player::{Action, Player, PlayerError};
+
+/// Games in a row an engine may forfeit (crash, timeout, garbage) before the match stops.
+pub const MAX_FORFEITS_IN_A_ROW: u32 = 3;
+
+/// How often a wait for the engine looks at the match's cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(50);
 
 /// How the engine is asked to think.
 #[derive(Clone, Debug, PartialEq)]
@@ -37,17 +47,15 @@ pub struct UsiEngineConfig {
     pub startup_timeout: Duration,
 }
 
-pub struct UsiEngine {
-    config: UsiEngineConfig,
+/// A running engine process: its stdin, and its stdout lines as read by a thread of their own.
+struct Process {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
-    name: String,
 }
 
-impl UsiEngine {
-    /// Starts the engine and completes the `usi` / `isready` handshake.
-    pub fn start(config: UsiEngineConfig) -> Result<UsiEngine, String> {
+impl Process {
+    fn spawn(config: &UsiEngineConfig) -> Result<Process, String> {
         let mut child = Command::new(&config.command)
             .args(&config.args)
             .stdin(Stdio::piped())
@@ -69,17 +77,60 @@ impl UsiEngine {
                 }
             })
             .map_err(|e| format!("reader thread: {e}"))?;
-        let mut engine = UsiEngine { name: config.name.clone(), config, child, stdin, lines };
-        engine.handshake().map_err(|e| format!("USI engine {:?}: {e}", engine.config.command))?;
+        Ok(Process { child, stdin, lines })
+    }
+
+    /// Ends the process at once (it may be hung, or hold a GPU the next one needs).
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Process {
+    /// `quit`, half a second to obey, then a kill.
+    fn drop(&mut self) {
+        let _ = writeln!(self.stdin, "quit").and_then(|_| self.stdin.flush());
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.kill();
+    }
+}
+
+pub struct UsiEngine {
+    config: UsiEngineConfig,
+    process: Process,
+    name: String,
+    /// The process failed a request (crashed, timed out, answered garbage, or was cut off by a
+    /// cancel): whatever it says next may belong to the old position, so the next game starts a
+    /// fresh one.
+    needs_restart: bool,
+    /// Why the engine forfeited the game in progress, if it did.
+    forfeit: Option<String>,
+    /// Games forfeited one after another (counted as the next game starts).
+    forfeits_in_a_row: u32,
+}
+
+impl UsiEngine {
+    /// Starts the engine and completes the `usi` / `isready` handshake.
+    pub fn start(config: UsiEngineConfig) -> Result<UsiEngine, String> {
+        let process = Process::spawn(&config)?;
+        let mut engine = UsiEngine { name: config.name.clone(), config, process, needs_restart: false, forfeit: None, forfeits_in_a_row: 0 };
+        engine.handshake(&AtomicBool::new(false)).map_err(|e| format!("USI engine {:?}: {e}", engine.config.command))?;
         Ok(engine)
     }
 
-    fn handshake(&mut self) -> Result<(), PlayerError> {
+    fn handshake(&mut self, cancel: &AtomicBool) -> Result<(), PlayerError> {
         let engine = self;
         engine.send("usi")?;
         let startup = engine.config.startup_timeout;
         let mut id_name = String::new();
-        engine.wait_for(startup, |line| {
+        engine.wait_for(startup, cancel, |line| {
             if let Some(name) = line.strip_prefix("id name ") {
                 id_name = name.trim().to_string();
             }
@@ -92,23 +143,36 @@ impl UsiEngine {
             engine.send(&format!("setoption name {name} value {value}"))?;
         }
         engine.send("isready")?;
-        engine.wait_for(startup, |line| line.trim() == "readyok")?;
+        engine.wait_for(startup, cancel, |line| line.trim() == "readyok")?;
+        Ok(())
+    }
+
+    /// Replaces the process with a fresh one and its handshake. The old one is killed first.
+    fn restart(&mut self, cancel: &AtomicBool) -> Result<(), PlayerError> {
+        self.process.kill();
+        self.process = Process::spawn(&self.config).map_err(PlayerError::failure)?;
+        self.handshake(cancel)?;
+        self.needs_restart = false;
         Ok(())
     }
 
     fn send(&mut self, line: &str) -> Result<(), PlayerError> {
-        writeln!(self.stdin, "{line}")
-            .and_then(|_| self.stdin.flush())
+        writeln!(self.process.stdin, "{line}")
+            .and_then(|_| self.process.stdin.flush())
             .map_err(|e| PlayerError::failure(format!("engine {} stopped reading ({e})", self.config.command)))
     }
 
-    fn wait_for(&mut self, timeout: Duration, mut done: impl FnMut(&str) -> bool) -> Result<String, PlayerError> {
+    fn wait_for(&mut self, timeout: Duration, cancel: &AtomicBool, mut done: impl FnMut(&str) -> bool) -> Result<String, PlayerError> {
         let deadline = Instant::now() + timeout;
         loop {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(PlayerError::failure("the match was cancelled"));
+            }
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self.process.lines.recv_timeout(left.min(CANCEL_POLL)) {
                 Ok(line) if done(&line) => return Ok(line),
                 Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) if left > CANCEL_POLL => {}
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(PlayerError::timeout(format!("no answer in time ({:.1} s)", timeout.as_secs_f64())))
                 }
@@ -116,19 +180,9 @@ impl UsiEngine {
             }
         }
     }
-}
 
-impl Player for UsiEngine {
-    fn name(&self) -> String {
-        self.name.clone()
-    }
-
-    fn new_game(&mut self) {
-        // A failure here shows up as a forfeit on the first move.
-        let _ = self.send("usinewgame");
-    }
-
-    fn act(&mut self, pos: &Position) -> Result<Action, PlayerError> {
+    /// One move: `position`, `go`, and the `bestmove` read back.
+    fn think(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
         self.send(&format!("position {}", position_command(pos)))?;
         let (go, limit) = match self.config.limit {
             GoLimit::Byoyomi(ms) => (format!("go btime 0 wtime 0 byoyomi {ms}"), Duration::from_millis(ms)),
@@ -136,7 +190,9 @@ impl Player for UsiEngine {
             GoLimit::Nodes(n) => (format!("go nodes {n}"), Duration::from_secs(60)),
         };
         self.send(&go)?;
-        let line = self.wait_for(limit + self.config.margin, |l| l.starts_with("bestmove")).map_err(|e| PlayerError { message: format!("no bestmove: {e}"), ..e })?;
+        let line = self
+            .wait_for(limit + self.config.margin, cancel, |l| l.starts_with("bestmove"))
+            .map_err(|e| PlayerError { message: format!("no bestmove: {e}"), ..e })?;
         let word = line.split_whitespace().nth(1).unwrap_or("");
         match word {
             "resign" => Ok(Action::Resign),
@@ -146,17 +202,41 @@ impl Player for UsiEngine {
     }
 }
 
-impl Drop for UsiEngine {
-    fn drop(&mut self) {
-        let _ = self.send("quit");
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+impl Player for UsiEngine {
+    fn name(&self) -> String {
+        self.name.clone()
+    }
+
+    fn new_game(&mut self, cancel: &AtomicBool) -> Result<(), PlayerError> {
+        match self.forfeit.take() {
+            Some(last) => {
+                self.forfeits_in_a_row += 1;
+                if self.forfeits_in_a_row >= MAX_FORFEITS_IN_A_ROW {
+                    return Err(PlayerError::fatal(format!(
+                        "USI engine {} forfeited {} games in a row (the last: {last}); the match stops",
+                        self.name, self.forfeits_in_a_row
+                    )));
+                }
             }
-            std::thread::sleep(Duration::from_millis(10));
+            None => self.forfeits_in_a_row = 0,
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if self.needs_restart {
+            tracing::warn!("restarting USI engine {} before the next game", self.name);
+            self.restart(cancel).map_err(|e| PlayerError::fatal(format!("USI engine {} could not be restarted: {e}", self.name)))?;
+        }
+        // A failure here shows up as a forfeit on the first move.
+        let _ = self.send("usinewgame");
+        Ok(())
+    }
+
+    fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        let action = self.think(pos, cancel);
+        if let Err(error) = &action {
+            self.needs_restart = true;
+            if !cancel.load(Ordering::Relaxed) {
+                self.forfeit = Some(error.message.clone());
+            }
+        }
+        action
     }
 }

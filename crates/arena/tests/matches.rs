@@ -1,11 +1,15 @@
 //! A short match between reference players: pairs share openings with colours swapped, results
-//! land in JSONL, statistics add up, and SPRT stops a lopsided match early.
+//! land in JSONL, statistics add up, and SPRT stops a lopsided match early. A torn results file
+//! is read and appended to cleanly; a cancel stops a match within a move.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::openings::{generate_suite, read_suite, SuiteSpec};
-use koma_arena::player::{GreedyPlayer, MaterialEvaluator, Player, RandomPlayer};
+use koma_arena::player::{Action, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
+use koma_arena::ratings::read_results;
 use koma_arena::stats::{Sprt, SprtDecision};
 use koma_shogi::rules::GameRules;
 
@@ -116,4 +120,131 @@ fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played()
     let lines = std::fs::read_to_string(&results).unwrap();
     assert!(!lines.is_empty() && lines.lines().count() < 40);
     assert!(!lines.contains("forfeits"), "{lines}");
+}
+
+/// Log output captured from the current thread.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Captured {
+        self.clone()
+    }
+}
+
+/// Runs `f` and returns its value with what it logged.
+fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt().with_writer(captured.clone()).with_ansi(false).finish();
+    let value = tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    (value, text)
+}
+
+#[test]
+fn a_torn_or_garbled_results_file_is_read_and_appended_to_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let game = |winner: &str| format!(r#"{{"pair":0,"black":"greedy","white":"random","winner":"{winner}","reason":"Checkmate"}}"#);
+    // A garbled line in the middle, and a last line torn by a kill (no newline).
+    let torn = r#"{"pair":1,"black":"random","white":"gre"#;
+    std::fs::write(&results, format!("{}\nnot json at all\n{}\n{torn}", game("black"), game("white"))).unwrap();
+    let (games, log) = logged(|| read_results(&results).unwrap());
+    assert_eq!(games.len(), 2, "the good lines are kept");
+    assert_eq!((games[0].score, games[1].score), (1.0, 0.0));
+    let path = results.display().to_string();
+    assert!(log.contains(&format!("{path}: line 2")) && log.contains(&format!("{path}: line 4")), "{log}");
+
+    // Appending cuts off the torn tail first, so the new games start on lines of their own.
+    let config = MatchConfig {
+        games: 2,
+        concurrency: 1,
+        rules: GameRules { max_plies: 100, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: Some(results.clone()),
+        records: None,
+        cancel: None,
+    };
+    let (played, log) = logged(|| run_match(greedy(), random(), &config, &mut |_, _| {}).unwrap());
+    assert_eq!(played.played, 2);
+    assert!(log.contains("torn last line"), "{log}");
+    let text = std::fs::read_to_string(&results).unwrap();
+    assert!(text.ends_with('\n') && !text.contains(torn), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5);
+    let unparsable: Vec<&str> = lines.iter().copied().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_err()).collect();
+    assert_eq!(unparsable, ["not json at all"], "only the garbled line is left as it was");
+    assert_eq!(read_results(&results).unwrap().len(), 4);
+}
+
+/// Random moves, each after `delay`: a game far longer than the test.
+struct Slow(Duration, RandomPlayer);
+
+impl Player for Slow {
+    fn name(&self) -> String {
+        "slow".into()
+    }
+    fn act(&mut self, pos: &koma_shogi::Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        std::thread::sleep(self.0);
+        self.1.act(pos, cancel)
+    }
+}
+
+/// A network that takes `delay` for every batch.
+struct SlowNetwork(Duration);
+
+impl koma_mcts::Evaluator for SlowNetwork {
+    fn evaluate(&self, positions: &[&koma_shogi::Position]) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
+        std::thread::sleep(self.0);
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+#[test]
+fn a_cancelled_match_stops_within_a_move_and_scores_no_half_game() {
+    let slow_mover: PlayerFactory = Arc::new(|seed| Ok(Box::new(Slow(Duration::from_millis(200), RandomPlayer::new(seed))) as Box<dyn Player>));
+    // A million simulations a move at 50 ms a batch: only the search watching the cancel ends it.
+    let slow_searcher: PlayerFactory = Arc::new(|seed| {
+        let network = Arc::new(SlowNetwork(Duration::from_millis(50)));
+        Ok(Box::new(MctsPlayer::new("net", network, 1_000_000, 4, GameRules::default(), seed)) as Box<dyn Player>)
+    });
+    for (name, player) in [("slow mover", slow_mover), ("slow searcher", slow_searcher)] {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results.jsonl");
+        let cancel = Arc::new(AtomicBool::new(false));
+        let config = MatchConfig {
+            games: 4,
+            concurrency: 2,
+            rules: GameRules { max_plies: 10_000, ..GameRules::default() },
+            openings: vec![],
+            sprt: None,
+            results: Some(results.clone()),
+            records: Some(dir.path().join("games")),
+            cancel: Some(cancel.clone()),
+        };
+        // The match runs on a thread of its own, so that one that does not stop fails the test
+        // instead of hanging it.
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = done.send(run_match(player, random(), &config, &mut |_, _| {}));
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        cancel.store(true, Ordering::SeqCst);
+        let state = finished.recv_timeout(Duration::from_secs(2)).unwrap_or_else(|_| panic!("{name}: the match went on 2 s after the cancel")).unwrap();
+        assert_eq!(state.played, 0, "{name}: a cut-short game was scored");
+        assert_eq!(std::fs::read_to_string(&results).unwrap(), "", "{name}: a cut-short game was written");
+        assert!(!dir.path().join("games").exists(), "{name}: a cut-short game was saved");
+    }
 }

@@ -1,6 +1,7 @@
 //! Reference players and adjudication: every game ends legally with the rules' result, the
 //! stronger references beat the weaker ones, and misbehaving players lose.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use koma_arena::game::play_game;
@@ -13,7 +14,7 @@ fn score(a: &mut dyn Player, b: &mut dyn Player, games: usize, rules: &GameRules
     for g in 0..games {
         let start = Position::startpos();
         let (black, white): (&mut dyn Player, &mut dyn Player) = if g % 2 == 0 { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
-        let played = play_game(black, white, &start, rules).unwrap();
+        let played = play_game(black, white, &start, rules, &AtomicBool::new(false)).unwrap();
         let a_color = if g % 2 == 0 { Color::Black } else { Color::White };
         // Replay: every move legal, and the result is what the final position says.
         let mut pos = start.clone();
@@ -45,7 +46,7 @@ fn mcts_material_takes_a_free_rook() {
     // Black's bishop on 5e can take White's undefended rook on 2b.
     let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
     let mut mcts = MctsPlayer::new("mcts-material", Arc::new(MaterialEvaluator), 400, 8, GameRules::default(), 1);
-    let action = mcts.act(&pos).unwrap();
+    let action = mcts.act(&pos, &AtomicBool::new(false)).unwrap();
     assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");
 }
 
@@ -55,7 +56,7 @@ impl Player for Scripted {
     fn name(&self) -> String {
         "scripted".into()
     }
-    fn act(&mut self, _: &Position) -> Result<Action, PlayerError> {
+    fn act(&mut self, _: &Position, _: &AtomicBool) -> Result<Action, PlayerError> {
         if self.0.is_empty() {
             Ok(Action::Resign)
         } else {
@@ -76,7 +77,7 @@ fn misbehaving_players_lose() {
         (Ok(Action::Resign), EndReason::Resignation),
     ];
     for (action, reason) in cases {
-        let played = play_game(&mut Scripted(vec![action.clone()]), &mut RandomPlayer::new(1), &start, &rules).unwrap();
+        let played = play_game(&mut Scripted(vec![action.clone()]), &mut RandomPlayer::new(1), &start, &rules, &AtomicBool::new(false)).unwrap();
         assert_eq!(played.result.winner, Some(Color::White), "{action:?}");
         assert_eq!(played.result.reason, reason, "{action:?}");
         assert!(played.moves.is_empty());
@@ -89,7 +90,7 @@ fn a_time_budget_searches_for_about_that_long() {
     let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
     let mut mcts = MctsPlayer::with_budget("timed", Arc::new(MaterialEvaluator), Budget::Millis(150), 8, GameRules::default(), 1);
     let start = std::time::Instant::now();
-    let action = mcts.act(&pos).unwrap();
+    let action = mcts.act(&pos, &AtomicBool::new(false)).unwrap();
     let elapsed = start.elapsed().as_millis();
     assert!(elapsed >= 150, "searched only {elapsed} ms");
     assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");

@@ -1,11 +1,15 @@
 //! The USI client against scripted engines: a well-behaved one plays, misbehaving ones (crash,
-//! silence, illegal move, garbage) forfeit and the match goes on.
+//! silence, illegal move, garbage) forfeit and the match goes on with a fresh process; one that
+//! keeps forfeiting stops the match; a cancel cuts a long think short.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use koma_arena::game::play_game;
+use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::player::{Player, RandomPlayer};
-use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
+use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig, MAX_FORFEITS_IN_A_ROW};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, Position};
 
@@ -35,7 +39,19 @@ done"#
 fn play_against_random(config: UsiEngineConfig) -> koma_arena::game::PlayedGame {
     let mut engine = UsiEngine::start(config).unwrap();
     assert_eq!(engine.name(), "scripted");
-    play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default()).unwrap()
+    play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default(), &AtomicBool::new(false)).unwrap()
+}
+
+fn engine_factory(config: UsiEngineConfig) -> PlayerFactory {
+    Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>))
+}
+
+fn random() -> PlayerFactory {
+    Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))
+}
+
+fn match_config(games: usize, results: Option<std::path::PathBuf>) -> MatchConfig {
+    MatchConfig { games, concurrency: 1, rules: GameRules::default(), openings: vec![], sprt: None, results, records: None, cancel: None }
 }
 
 #[test]
@@ -73,4 +89,75 @@ fn an_engine_that_never_starts_is_reported() {
     let mut missing = scripted("true");
     missing.command = "/nonexistent/engine".into();
     assert!(UsiEngine::start(missing).err().unwrap().contains("cannot start"));
+}
+
+#[test]
+fn an_engine_that_answered_late_is_restarted_before_the_next_game() {
+    let dir = tempfile::tempdir().unwrap();
+    let mark = dir.path().join("timed-out-once");
+    // The very first `go` is answered after the time limit (0.5 s) but before the next game's
+    // would be, with a legal move of the wrong game; after that, every process plays 7g7f and
+    // 2g2f, then resigns.
+    let on_go = format!(
+        r#"if [ ! -e '{mark}' ]; then touch '{mark}'; sleep 0.7; echo "bestmove 1g1f"; else n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; elif [ $n = 2 ]; then echo "bestmove 2g2f"; else echo "bestmove resign"; fi; fi"#,
+        mark = mark.display()
+    );
+    let mut engine = UsiEngine::start(scripted(&on_go)).unwrap();
+    let (rules, never) = (GameRules::default(), AtomicBool::new(false));
+    let first = play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &rules, &never).unwrap();
+    assert_eq!(first.result.reason, EndReason::TimeLoss);
+    // The late `bestmove 1g1f` must not answer this game's first `go`.
+    let second = play_game(&mut engine, &mut RandomPlayer::new(2), &Position::startpos(), &rules, &never).unwrap();
+    let moves: Vec<String> = second.moves.iter().map(|m| m.to_usi()).collect();
+    assert_eq!(moves.len(), 4, "{moves:?}");
+    assert_eq!((moves[0].as_str(), moves[2].as_str()), ("7g7f", "2g2f"), "{moves:?}");
+    assert_eq!((second.result.reason, second.result.winner), (EndReason::Resignation, Some(Color::White)));
+}
+
+#[test]
+fn an_engine_that_keeps_crashing_stops_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let error = run_match(engine_factory(scripted("exit 3")), random(), &match_config(20, Some(results.clone())), &mut |_, _| {})
+        .expect_err("an engine that cannot play was scored as losing every game");
+    let forfeits = MAX_FORFEITS_IN_A_ROW as usize;
+    assert!(error.contains("scripted") && error.contains(&format!("{forfeits} games in a row")) && error.contains("crashed"), "{error}");
+    // The forfeits before stay in the results.
+    let text = std::fs::read_to_string(&results).unwrap();
+    assert_eq!(text.lines().count(), forfeits, "{text}");
+    assert!(text.lines().all(|l| l.contains(r#""reason":"Forfeit""#)), "{text}");
+}
+
+#[test]
+fn an_engine_that_cannot_be_restarted_stops_the_match() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started-once");
+    // It starts once, crashes at its first `go`, and never answers `usi` again.
+    let mut config = scripted("exit 3");
+    let script = config.args[1].clone();
+    config.args[1] = format!("if [ -e '{0}' ]; then sleep 10; fi; touch '{0}'; {script}", started.display());
+    config.startup_timeout = Duration::from_millis(500);
+    let mut engine = UsiEngine::start(config).unwrap();
+    let never = AtomicBool::new(false);
+    let first = play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default(), &never).unwrap();
+    assert_eq!(first.result.reason, EndReason::Forfeit);
+    let unfinished = play_game(&mut engine, &mut RandomPlayer::new(2), &Position::startpos(), &GameRules::default(), &never).unwrap_err();
+    let koma_arena::game::Unfinished::Failed(error) = unfinished else { panic!("{unfinished:?}") };
+    assert!(error.fatal && error.message.contains("could not be restarted") && error.message.contains("no answer in time"), "{error:?}");
+}
+
+#[test]
+fn a_cancel_cuts_an_engine_s_long_think_short() {
+    let mut config = scripted("sleep 30");
+    config.limit = GoLimit::MoveTime(60_000);
+    let cancel = Arc::new(AtomicBool::new(false));
+    let match_config = MatchConfig { cancel: Some(cancel.clone()), ..match_config(2, None) };
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(run_match(engine_factory(config), random(), &match_config, &mut |_, _| {}));
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    cancel.store(true, Ordering::SeqCst);
+    let state = finished.recv_timeout(Duration::from_secs(3)).expect("the match went on 3 s after the cancel").unwrap();
+    assert_eq!(state.played, 0);
 }

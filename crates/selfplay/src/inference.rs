@@ -100,10 +100,13 @@ impl InferenceServer {
         let handle = std::thread::Builder::new()
             .name("koma-inference".into())
             .spawn(move || {
-                if let Err(e) = serve(receiver, slot, max_batch.max(1), &thread_stats) {
+                if let Err(e) = serve(&receiver, slot, max_batch.max(1), &thread_stats) {
                     tracing::error!("inference stopped: {e}");
                     *thread_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
+                // Only now are the requests still queued dropped, so their clients, told that the
+                // service stopped, find the cause in `failure()`.
+                drop(receiver);
             })
             .expect("spawning the inference thread");
         InferenceServer { sender: Some(sender), handle: Some(handle), stats, failure }
@@ -132,7 +135,7 @@ impl Drop for InferenceServer {
     }
 }
 
-fn serve(receiver: Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize, stats: &InferenceStats) -> Result<(), EvalError> {
+fn serve(receiver: &Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize, stats: &InferenceStats) -> Result<(), EvalError> {
     while let Ok(first) = receiver.recv() {
         let mut requests = vec![first];
         let mut size = requests[0].positions.len();
