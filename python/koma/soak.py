@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -83,6 +84,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=0.0, help="stop the command (SIGINT) after this long (0: let it end)")
     parser.add_argument("command", nargs="+", help="the command to watch (after --)")
     args = parser.parse_args(argv)
+    # Started in the background (`scripts/soak … &`), a shell leaves SIGINT ignored: take it and
+    # SIGTERM back, so that stopping the soak stops the command and still writes what was sampled.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "command.log"), "w", encoding="utf-8")
     proc = subprocess.Popen(args.command, stdout=log, stderr=subprocess.STDOUT)
