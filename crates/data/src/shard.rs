@@ -53,7 +53,7 @@ fn quantize(weight: f32) -> u16 {
     (weight.clamp(0.0, 1.0) * 65535.0).round() as u16
 }
 
-/// Writes `games` to `path` atomically (temporary file, then rename). Returns the sample count.
+/// Writes `games` to `path` atomically (temporary file, fsync, rename). Returns the sample count.
 pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
     let tmp = path.with_extension("h5.tmp");
     let n: usize = games.iter().map(|g| g.samples.len()).sum();
@@ -130,7 +130,12 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
         let _ = std::fs::remove_file(&tmp);
         return Err(h5(path)(e));
     }
-    std::fs::rename(&tmp, path).map_err(|source| DataError::Io { path: path.to_path_buf(), source })?;
+    // Synced before the rename, so that after a power loss a shard under its final name is whole.
+    let published = std::fs::File::open(&tmp).and_then(|f| f.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
+    if let Err(source) = published {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(DataError::Io { path: path.to_path_buf(), source });
+    }
     Ok(n)
 }
 

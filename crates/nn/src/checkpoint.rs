@@ -6,11 +6,12 @@
 //! safetensors header's `__metadata__` repeats format, encoding and architecture, so a weights
 //! file is never silently paired with another file's sidecar.
 //!
-//! Writing is atomic: each file is written under a temporary name, synced and renamed into place,
-//! sidecar first, weights last, so a complete `.safetensors` always has its sidecar (watchers
-//! should key on the `.safetensors`). Loading checks, in order: sidecar format, encoding,
-//! architecture (naming the first field that differs), the weights' SHA-256, the safetensors
-//! header, the header metadata against the sidecar, then every tensor name, dtype and shape.
+//! Writing is atomic: both files are written under temporary names and synced before either is
+//! renamed into place, sidecar first, weights last, so a complete `.safetensors` always has its
+//! sidecar (watchers should key on the `.safetensors`; `publish_pair` says why this order).
+//! Loading checks, in order: sidecar format, encoding, architecture (naming the first field that
+//! differs), the weights' SHA-256, the safetensors header, the header metadata against the
+//! sidecar, then every tensor name, dtype and shape.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -112,26 +113,88 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename).
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = match path.parent() {
+    let tmp = write_synced_temporary(path, bytes)?;
+    if let Err(e) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(Error::io(path, e));
+    }
+    sync_parent(path);
+    Ok(())
+}
+
+/// The directory `path` lies in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
-    };
+    }
+}
+
+/// Writes `bytes` to a hidden temporary file beside `path` (same directory, so that its rename
+/// is atomic) and fsyncs it; returns the temporary's path. A failure leaves no temporary behind.
+fn write_synced_temporary(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
     let name = path.file_name().ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
-    let tmp = dir.join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
+    let tmp = parent_dir(path).join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
     let result = (|| {
         let mut f = fs::File::create(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
-        drop(f);
-        fs::rename(&tmp, path)
+        f.sync_all()
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
         return Err(Error::io(path, e));
     }
-    if let Ok(d) = fs::File::open(&dir) {
+    Ok(tmp)
+}
+
+/// Fsyncs the directory of `path`, so that a rename into it survives a power loss. Best effort:
+/// the file is already in place, and some file systems refuse to sync a directory.
+fn sync_parent(path: &Path) {
+    if let Ok(d) = fs::File::open(parent_dir(path)) {
         let _ = d.sync_all();
     }
+}
+
+/// Publishes a checkpoint's weights and sidecar so that a reader, which keys on the weights file
+/// and checks its SHA-256 against the sidecar, finds the old pair, no checkpoint, or the new pair,
+/// also after a crash at any point:
+///
+/// 1. both files are written under temporary names and fsynced: a full disk fails here, with the
+///    old checkpoint untouched;
+/// 2. the weights being replaced, if any, are removed: until step 4 there is no checkpoint at
+///    this name rather than a new sidecar beside old weights (the trainer overwrites a checkpoint
+///    when it resumes from the state before it, and rewrites it right after);
+/// 3. the sidecar is renamed into place (a sidecar without weights is no checkpoint);
+/// 4. the weights are renamed into place: the new pair is published;
+/// 5. the directory is fsynced, so that the renames survive a power loss.
+///
+/// A reader that reads the sidecar before a replacement and the weights after it still sees a
+/// mismatch; its SHA-256 check refuses that pair, and reading again gives the new one.
+fn publish_pair(weights: &Path, weight_bytes: &[u8], sidecar: &Path, sidecar_bytes: &[u8]) -> Result<()> {
+    let weights_tmp = write_synced_temporary(weights, weight_bytes)?;
+    let sidecar_tmp = match write_synced_temporary(sidecar, sidecar_bytes) {
+        Ok(tmp) => tmp,
+        Err(e) => {
+            let _ = fs::remove_file(&weights_tmp);
+            return Err(e);
+        }
+    };
+    let renamed = (|| {
+        match fs::remove_file(weights) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err((weights, e)),
+        }
+        fs::rename(&sidecar_tmp, sidecar).map_err(|e| (sidecar, e))?;
+        fs::rename(&weights_tmp, weights).map_err(|e| (weights, e))
+    })();
+    if let Err((path, e)) = renamed {
+        // Only temporaries go (one already renamed is simply not found): nothing reads them.
+        let _ = fs::remove_file(&weights_tmp);
+        let _ = fs::remove_file(&sidecar_tmp);
+        return Err(Error::io(path, e));
+    }
+    sync_parent(weights);
     Ok(())
 }
 
@@ -190,7 +253,8 @@ fn tensors_as_f32_bytes(vs: &VarStore) -> BTreeMap<String, (Vec<usize>, Vec<u8>)
 }
 
 /// Saves the variables of `vs` (any device or float kind; stored as float32) as a checkpoint at
-/// `path` (a `.safetensors` path) with its sidecar. Returns the sidecar written.
+/// `path` (a `.safetensors` path) with its sidecar, replacing any checkpoint there (`publish_pair`
+/// says in which order, and what a crash leaves). Returns the sidecar written.
 pub fn save(vs: &VarStore, model: &ModelConfig, training: &TrainingInfo, path: &Path) -> Result<CheckpointMeta> {
     let bytes = serialize_f32(&tensors_as_f32_bytes(vs), &header_metadata(model));
     let weights_file = path
@@ -213,19 +277,7 @@ pub fn save(vs: &VarStore, model: &ModelConfig, training: &TrainingInfo, path: &
     };
     let mut json = serde_json::to_string_pretty(&meta).expect("meta serialises");
     json.push('\n');
-    // The sidecar first: a checkpoint is published when its weights file appears, complete.
-    let sidecar = sidecar_path(path);
-    let previous = fs::read(&sidecar).ok();
-    write_atomic(&sidecar, json.as_bytes())?;
-    if let Err(e) = write_atomic(path, &bytes) {
-        // The weights did not make it (a full disk): the sidecar goes back to what it was, so a
-        // checkpoint that was there stays whole and no sidecar points at missing weights.
-        let _ = match previous {
-            Some(old) => write_atomic(&sidecar, &old),
-            None => fs::remove_file(&sidecar).map_err(|e| Error::io(&sidecar, e)),
-        };
-        return Err(e);
-    }
+    publish_pair(path, &bytes, &sidecar_path(path), json.as_bytes())?;
     Ok(meta)
 }
 
@@ -389,5 +441,40 @@ mod tests {
             Path::new("runs/a/model-00000001.json")
         );
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    }
+
+    /// Replacing a pair gives the new pair; when either new file cannot be written (a directory
+    /// squats its temporary name, as a full disk would fail it) the old pair stays as it was and
+    /// no temporary is left.
+    #[test]
+    fn a_pair_is_replaced_whole_or_not_at_all() {
+        let dir = std::env::temp_dir().join(format!("koma-nn-publish-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let weights = dir.join("model-00000005.safetensors");
+        let sidecar = sidecar_path(&weights);
+        let pair = || (fs::read(&weights).unwrap(), fs::read(&sidecar).unwrap());
+        let listing = || {
+            let mut names: Vec<String> =
+                fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            names.sort();
+            names
+        };
+        publish_pair(&weights, b"old weights", &sidecar, b"old sidecar").unwrap();
+        publish_pair(&weights, b"new weights", &sidecar, b"new sidecar").unwrap();
+        assert_eq!(pair(), (b"new weights".to_vec(), b"new sidecar".to_vec()));
+        assert_eq!(listing(), ["model-00000005.json", "model-00000005.safetensors"]);
+
+        for squatted in [&weights, &sidecar] {
+            let tmp = write_synced_temporary(squatted, b"").unwrap();
+            fs::remove_file(&tmp).unwrap();
+            fs::create_dir(&tmp).unwrap();
+            let err = publish_pair(&weights, b"newer weights", &sidecar, b"newer sidecar").unwrap_err();
+            assert!(err.to_string().contains(&squatted.display().to_string()), "{err}");
+            fs::remove_dir(&tmp).unwrap();
+            assert_eq!(pair(), (b"new weights".to_vec(), b"new sidecar".to_vec()));
+            assert_eq!(listing(), ["model-00000005.json", "model-00000005.safetensors"]);
+        }
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -352,6 +352,9 @@ pub struct LossScaleConfig {
     pub backoff_factor: f64,
     pub min: f64,
     pub max: f64,
+    /// This many skipped steps in a row is a divergence (the scale has fallen by
+    /// `backoff_factor^N`, far beyond any passing overflow), not a reason to keep skipping.
+    pub max_skips_in_a_row: u64,
 }
 
 impl Default for LossScaleConfig {
@@ -363,6 +366,7 @@ impl Default for LossScaleConfig {
             backoff_factor: 0.5,
             min: 1.0,
             max: 16_777_216.0,
+            max_skips_in_a_row: 20,
         }
     }
 }
@@ -482,8 +486,11 @@ impl TrainConfig {
             || s.backoff_factor == 0.0
             || s.min <= 0.0
             || s.max < s.min
+            || s.max_skips_in_a_row == 0
         {
-            return bad("loss_scale: init > 0, growth_factor ≥ 1, backoff_factor in (0, 1), 0 < min ≤ max");
+            return bad(
+                "loss_scale: init > 0, growth_factor ≥ 1, backoff_factor in (0, 1), 0 < min ≤ max, max_skips_in_a_row ≥ 1",
+            );
         }
         let f = &self.follow;
         if f.samples_per_new_sample < 0.0 || f.poll_seconds <= 0.0 {

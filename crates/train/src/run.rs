@@ -297,6 +297,14 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         Ok(())
     })();
     drop(loader);
+    // A divergence, in a step or found before a save, names the checkpoint to go back to.
+    let last_good = |e: TrainError| match e {
+        TrainError::Diverged { step, what } => TrainError::Diverged {
+            step,
+            what: format!("{what}; nothing of it was saved: the last good checkpoint is the one of step {last_saved}"),
+        },
+        e => e,
+    };
     // Keep the work done so far, also after a data error or a stop; not after a divergence,
     // whose forward pass may have put NaN into the batch-norm statistics.
     let diverged = matches!(result, Err(TrainError::Diverged { .. }));
@@ -307,14 +315,11 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         summary.last_metrics = Some(rec);
     }
     if trainer.step() != last_saved && !diverged {
-        let path = save(&mut trainer, p)?;
+        let path = save(&mut trainer, p).map_err(last_good)?;
         progress(Progress::Checkpoint { step: trainer.step(), path: &path });
         summary.checkpoints.push(path);
     }
-    if let Err(TrainError::Diverged { step, what }) = result {
-        return Err(TrainError::Diverged { step, what: format!("{what}; nothing of it was saved: the last good checkpoint is the one of step {last_saved}") });
-    }
-    result?;
+    result.map_err(last_good)?;
     summary.final_step = trainer.step();
     summary.steps = trainer.step() - start_step;
     summary.samples_seen = trainer.samples_seen();
@@ -324,7 +329,8 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     Ok(summary)
 }
 
-/// A checkpoint, then the state that points at it.
+/// A checkpoint, then the state that points at it; neither when the network holds inf or NaN
+/// (the checkpoint's check comes first).
 fn save(trainer: &mut Trainer, p: &RunPaths) -> Result<PathBuf> {
     let path = trainer.save_checkpoint(&p.models_dir)?;
     trainer.save_state(&p.state_dir)?;

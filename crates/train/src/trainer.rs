@@ -5,11 +5,16 @@
 //! - f32: plain;
 //! - f16 (CUDA): the forward pass under `tch::autocast` (f16 matmuls and convolutions, f32 master
 //!   weights), the loss scaled by a [`LossScaler`] we maintain, steps with inf/NaN gradients
-//!   skipped;
+//!   skipped (with the batch-norm statistics the forward pass changed put back);
 //! - bf16 (CUDA): tch's autocast is f16-only, so a bf16 copy of the network computes the forward
 //!   and backward passes; its gradients (as f32) update the f32 master weights, which are copied
 //!   back into it after every step (batch-norm statistics flow the other way). bf16 has f32's
 //!   range: no loss scaling.
+//!
+//! Nothing non-finite is ever saved: every variable (weights and batch-norm statistics) and the
+//! optimiser state are checked before a checkpoint or state is written, and inf or NaN there is a
+//! divergence. An update can overflow the weights from a finite gradient, and an f16 forward pass
+//! can overflow the statistics; either would otherwise be published and restored by `--resume`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -180,6 +185,9 @@ pub struct Trainer {
     mode: Mode,
     optimizer: Optimizer,
     scaler: Option<LossScaler>,
+    /// The batch-norm running statistics (the non-trainable variables) in f16 mode, copied before
+    /// each forward pass and put back when the step is skipped; empty in the other modes.
+    running_stats: Vec<Tensor>,
     compute: Option<ComputeCopy>,
     /// Inputs (hence activations) in channels-last layout (`config.memory_format` resolved).
     channels_last: bool,
@@ -250,6 +258,15 @@ impl Trainer {
         };
         let optimizer = Optimizer::new(&config.optimizer, params);
         let scaler = (mode == Mode::F16).then(|| LossScaler::new(&config.loss_scale));
+        let running_stats = match mode {
+            Mode::F16 => {
+                let vars = network.var_store().variables();
+                let mut stats: Vec<(String, Tensor)> = vars.into_iter().filter(|(_, t)| !t.requires_grad()).collect();
+                stats.sort_by(|a, b| a.0.cmp(&b.0));
+                stats.into_iter().map(|(_, t)| t).collect()
+            }
+            _ => Vec::new(),
+        };
         let rng = Rng::seeded(config.seed);
         let channels_last = config.memory_format.channels_last_on(device);
         Ok(Trainer {
@@ -259,6 +276,7 @@ impl Trainer {
             mode,
             optimizer,
             scaler,
+            running_stats,
             compute,
             channels_last,
             step: 0,
@@ -442,6 +460,10 @@ impl Trainer {
                 (p, v, None)
             }
         };
+        let stats_before = {
+            let _guard = tch::no_grad_guard();
+            self.running_stats.iter().map(Tensor::copy).collect::<Vec<_>>()
+        };
         let (policy, wdl, reply) = match (self.mode, self.compute.as_ref()) {
             (Mode::Bf16, Some(c)) => {
                 forward(&c.net, &b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16))
@@ -475,8 +497,17 @@ impl Trainer {
             None => global_norm(&grads),
         };
         let finite = norm.is_finite();
+        if !finite {
+            // A skipped step leaves the model exactly as it was.
+            let _guard = tch::no_grad_guard();
+            for (stat, before) in self.running_stats.iter_mut().zip(&stats_before) {
+                stat.f_copy_(before)?;
+            }
+        }
         let apply = match self.scaler.as_mut() {
-            Some(s) => s.update(finite, &self.config.loss_scale),
+            Some(s) => s
+                .update(finite, &self.config.loss_scale)
+                .map_err(|what| TrainError::Diverged { step: self.step, what })?,
             None => finite,
         };
         if !finite && self.scaler.is_none() {
@@ -503,8 +534,10 @@ impl Trainer {
     }
 
     /// Writes `models_dir/model-STEP.safetensors` and its sidecar (atomically) and makes it the
-    /// parent of the next one. Returns its path.
+    /// parent of the next one. Returns its path. Inf or NaN anywhere in the training state is a
+    /// [`TrainError::Diverged`], and nothing is written.
     pub fn save_checkpoint(&mut self, models_dir: &Path) -> Result<PathBuf> {
+        self.check_finite()?;
         std::fs::create_dir_all(models_dir).map_err(crate::error::io(models_dir))?;
         let path = models_dir.join(checkpoint::file_name(self.step));
         let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
@@ -513,15 +546,11 @@ impl Trainer {
         Ok(path)
     }
 
-    /// Writes the full training state into `state_dir` (atomically).
+    /// Writes the full training state into `state_dir` (atomically). Inf or NaN anywhere in it
+    /// is a [`TrainError::Diverged`], and nothing is written.
     pub fn save_state(&self, state_dir: &Path) -> Result<()> {
-        let mut tensors = BTreeMap::new();
-        for (name, t) in self.network.var_store().variables() {
-            tensors.insert(format!("model/{name}"), t);
-        }
-        for (name, t) in self.optimizer.state_tensors() {
-            tensors.insert(format!("optim/{name}"), t);
-        }
+        self.check_finite()?;
+        let tensors = self.state_tensors();
         let mut meta = StateMeta {
             format: String::new(),
             format_version: 0,
@@ -539,6 +568,38 @@ impl Trainer {
             created_unix: 0,
         };
         state::save(state_dir, &mut meta, &tensors)
+    }
+
+    /// The tensors of the training state: `model/NAME` (every variable, batch-norm statistics
+    /// included) and `optim/NAME` (the optimiser's buffers).
+    fn state_tensors(&self) -> BTreeMap<String, Tensor> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in self.network.var_store().variables() {
+            tensors.insert(format!("model/{name}"), t);
+        }
+        for (name, t) in self.optimizer.state_tensors() {
+            tensors.insert(format!("optim/{name}"), t);
+        }
+        tensors
+    }
+
+    /// A [`TrainError::Diverged`] naming the first tensor of the training state that holds inf
+    /// or NaN. One read-back for all of them, so a save hardly pays for it.
+    fn check_finite(&self) -> Result<()> {
+        let _guard = tch::no_grad_guard();
+        let tensors = self.state_tensors();
+        let flags = tensors
+            .values()
+            .map(|t| t.f_isfinite()?.f_all())
+            .collect::<std::result::Result<Vec<Tensor>, tch::TchError>>()?;
+        let finite = Vec::<bool>::try_from(&Tensor::f_stack(&flags, 0)?.f_to_device(Device::Cpu)?)?;
+        match tensors.keys().zip(finite).find(|(_, finite)| !finite) {
+            None => Ok(()),
+            Some((name, _)) => Err(TrainError::Diverged {
+                step: self.step,
+                what: format!("`{name}` holds inf or NaN (found before saving)"),
+            }),
+        }
     }
 }
 
@@ -585,6 +646,83 @@ mod tests {
         m.blocks = 2;
         m.channels = 16;
         m
+    }
+
+    fn cpu_config(precision: Precision) -> TrainConfig {
+        TrainConfig { device: "cpu".into(), precision, batch_size: 16, ..TrainConfig::default() }
+    }
+
+    /// Every variable of the network (weights and batch-norm statistics), copied, by name.
+    fn variables(t: &Trainer) -> Vec<(String, Tensor)> {
+        let mut vars: Vec<(String, Tensor)> =
+            t.network().var_store().variables().into_iter().map(|(n, v)| (n, v.copy())).collect();
+        vars.sort_by(|a, b| a.0.cmp(&b.0));
+        vars
+    }
+
+    /// A skipped f16 step (a loss scale that overflows every gradient) leaves every variable as
+    /// it was, batch-norm statistics included, although its forward pass in training mode moved
+    /// them.
+    #[test]
+    fn a_skipped_step_leaves_the_network_as_it_was() {
+        let mut config = cpu_config(Precision::F16);
+        config.loss_scale.init = 1e300;
+        config.loss_scale.max = 1e300;
+        let batch = HostBatch::from_samples(&random_samples(16, 41, SynthPolicy::MinLabel), &config.loss);
+        let mut t = Trainer::new_allowing_cpu_half(&config, &ModelInit::Fresh(small())).unwrap();
+        let before = variables(&t);
+        assert!(t.train_step(&batch).unwrap().skipped);
+        for ((name, a), (_, b)) in before.iter().zip(variables(&t)) {
+            assert!(a.equal(&b), "{name} changed in a skipped step");
+        }
+        // The same step applied moves the statistics: the check above is not vacuous.
+        config.loss_scale = crate::config::LossScaleConfig::default();
+        let mut t = Trainer::new_allowing_cpu_half(&config, &ModelInit::Fresh(small())).unwrap();
+        assert!(!t.train_step(&batch).unwrap().skipped);
+        let moved = before.iter().zip(variables(&t)).any(|((n, a), (_, b))| n.ends_with("running_mean") && !a.equal(&b));
+        assert!(moved, "an applied step updates the running statistics");
+    }
+
+    /// Inf or NaN in the network (here a batch-norm statistic, as an f16 forward pass can leave
+    /// it) is a divergence at the next save naming it, and neither checkpoint nor state is
+    /// written.
+    #[test]
+    fn a_non_finite_statistic_is_never_saved() {
+        let config = cpu_config(Precision::F32);
+        let batch = HostBatch::from_samples(&random_samples(16, 42, SynthPolicy::MinLabel), &config.loss);
+        let mut t = Trainer::new(&config, &ModelInit::Fresh(small())).unwrap();
+        t.train_step(&batch).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (models, state_dir) = (dir.path().join("models"), dir.path().join("state"));
+        t.save_checkpoint(&models).unwrap();
+        t.save_state(&state_dir).unwrap();
+        let files = || {
+            let mut out = Vec::new();
+            for d in [&models, &state_dir] {
+                for e in std::fs::read_dir(d).unwrap() {
+                    let path = e.unwrap().path();
+                    out.push((path.clone(), std::fs::read(&path).unwrap()));
+                }
+            }
+            out.sort();
+            out
+        };
+        let written = files();
+
+        t.train_step(&batch).unwrap();
+        let name = variables(&t).into_iter().map(|(n, _)| n).find(|n| n.ends_with("running_var")).unwrap();
+        {
+            let _guard = tch::no_grad_guard();
+            let mut var = t.network().var_store().variables()[&name].shallow_clone();
+            let _ = var.fill_(f64::NAN);
+        }
+        let errors = [t.save_checkpoint(&models).unwrap_err(), t.save_state(&state_dir).unwrap_err()];
+        for err in errors {
+            assert!(matches!(err, TrainError::Diverged { step: 2, .. }), "{err}");
+            assert!(err.to_string().contains(&format!("`model/{name}` holds inf or NaN")), "{err}");
+        }
+        assert_eq!(files(), written, "nothing was written");
+        assert_eq!(t.parent(), Some(checkpoint::file_name(1).as_str()), "the last good checkpoint stays the parent");
     }
 
     /// Training in channels-last follows the contiguous run up to float rounding, and its

@@ -217,3 +217,83 @@ fn a_diverging_run_stops_and_keeps_its_last_good_checkpoint() {
     c.lr.base = 0.05;
     assert_eq!(run(&options(&run_dir, &data, 12, &c, ResumeMode::Required)).len(), 2);
 }
+
+fn state_json(run_dir: &Path) -> String {
+    std::fs::read_to_string(run_dir.join("train/state/state.json")).unwrap()
+}
+
+fn newest_checkpoint_step(run_dir: &Path) -> Option<u64> {
+    std::fs::read_dir(run_dir.join("models"))
+        .unwrap()
+        .filter_map(|e| checkpoint::step_of_file_name(&e.unwrap().file_name().to_string_lossy()))
+        .max()
+}
+
+/// An update that overflows the weights from a finite gradient, on a checkpoint step, is found
+/// before the save: the run stops naming the last good checkpoint, and neither the checkpoint
+/// nor the state of that step is written.
+#[test]
+fn weights_overflowing_on_a_checkpoint_step_are_never_saved() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let mut c = config(OptimizerKind::Sgd);
+    c.optimizer.grad_clip_norm = 0.0;
+    run(&options(&run_dir, &data, 10, &c, ResumeMode::Never));
+    let (good, state) = (weights_sha(&run_dir, 10), state_json(&run_dir));
+    // Every step a checkpoint step, and a rate beyond f32's range: the first update (from a
+    // finite gradient) turns the weights into inf and NaN.
+    c.checkpoint_every = 1;
+    c.lr.base = 1e39;
+    c.lr.warmup_steps = 0;
+    c.lr.schedule = Schedule::Constant;
+    let error =
+        train(&options(&run_dir, &data, 20, &c, ResumeMode::Required), &mut |_| {}).expect_err("NaN weights were saved");
+    let TrainError::Diverged { step, .. } = &error else { panic!("not a divergence: {error}") };
+    assert_eq!(*step, 11, "{error}");
+    let message = error.to_string();
+    assert!(message.contains("holds inf or NaN (found before saving)"), "{message}");
+    assert!(message.contains("the last good checkpoint is the one of step 10"), "{message}");
+    assert_eq!(newest_checkpoint_step(&run_dir), Some(10));
+    assert_eq!(weights_sha(&run_dir, 10), good);
+    assert_eq!(state_json(&run_dir), state, "the state still points at step 10");
+    c.lr.base = 0.05;
+    assert_eq!(run(&options(&run_dir, &data, 12, &c, ResumeMode::Required)).len(), 2);
+}
+
+/// f16 steps whose gradients overflow at every scale are skipped, and each leaves the network
+/// exactly as it was (the checkpoint after skipped steps has the same weights and batch-norm
+/// statistics, byte for byte), until `max_skips_in_a_row` of them in a row stop the run as a
+/// divergence instead of skipping forever.
+#[test]
+fn f16_skips_change_nothing_and_too_many_in_a_row_stop_the_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    let run_dir = tmp.path().join("run");
+    let mut c = config(OptimizerKind::Sgd);
+    run(&options(&run_dir, &data, 10, &c, ResumeMode::Never));
+    // A scale beyond f32's range: the scaled loss, and so every gradient, is inf or NaN.
+    c.precision = Precision::F16;
+    c.loss_scale.init = 1e300;
+    c.loss_scale.max = 1e300;
+    c.loss_scale.max_skips_in_a_row = 7;
+    let mut skipped = 0;
+    let error = train(&options(&run_dir, &data, 40, &c, ResumeMode::Required), &mut |p| {
+        if let Progress::Step(s) = p {
+            assert!(s.skipped, "step {} was applied", s.step);
+            skipped += 1;
+        }
+    })
+    .expect_err("f16 skipped on and on");
+    assert_eq!(skipped, 6, "the seventh skip in a row is the error");
+    let message = error.to_string();
+    assert!(matches!(error, TrainError::Diverged { step: 16, .. }), "{message}");
+    assert!(message.contains("7 steps in a row had inf or NaN gradients"), "{message}");
+    assert!(message.contains("the last good checkpoint is the one of step 15"), "{message}");
+    assert_eq!(newest_checkpoint_step(&run_dir), Some(15));
+    assert_eq!(weights_sha(&run_dir, 15), weights_sha(&run_dir, 10), "skipped steps changed the network");
+}
