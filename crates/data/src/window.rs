@@ -152,15 +152,18 @@ impl ReplayWindow {
     ) -> Result<Vec<(Sample, Option<Move>)>> {
         let mut out: Vec<(Sample, Option<Move>)> = Vec::with_capacity(count);
         let mut attempts = 0;
-        while out.len() < count && !self.is_empty() {
+        while out.len() < count && !self.is_empty() && !self.shards.is_empty() {
             attempts += 1;
             if attempts > 64 {
                 break;
             }
-            let first = self.total - self.len();
+            // The window's first sample, never before the first open shard: dropping a bad shard
+            // shifts the indices after it back, over shards already closed.
+            let first = (self.total - self.len()).max(self.shards[0].start);
+            let span = self.total - first;
             let wanted = count - out.len();
             // Global indices, grouped per shard (the newest shards hold the window).
-            let mut picks: Vec<usize> = (0..wanted).map(|_| first + below(self.len())).collect();
+            let mut picks: Vec<usize> = (0..wanted).map(|_| first + below(span)).collect();
             picks.sort_unstable();
             let mut failed = None;
             let mut k = 0;

@@ -1,6 +1,7 @@
 //! Shards and the replay window on samples from real random games: round trips, atomic writes,
 //! clear errors for broken files, and window sampling.
 
+use std::io::Write;
 use std::path::Path;
 
 use koma_data::{
@@ -313,4 +314,34 @@ fn replies_are_the_games_next_moves() {
         assert_same(a, b);
     }
     assert!(with.iter().any(|(_, r)| r.is_some()));
+}
+
+/// A shard that goes bad after older shards were closed: dropping it shifts the window back over
+/// closed shards, and the draws must stay within the shards still open (no index underflow).
+#[test]
+fn a_bad_shard_dropped_after_older_ones_closed_keeps_draws_in_open_shards() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(5);
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 4).unwrap();
+    let games: Vec<GameSamples> = (0..12).map(|i| random_game(&mut rng, i)).collect();
+    for g in &games {
+        writer.sender().send(g.clone()).unwrap();
+    }
+    let summary = writer.finish().unwrap();
+    assert_eq!(summary.shards.len(), 3);
+    let samples = |gs: &[GameSamples]| gs.iter().map(|g| g.samples.len()).sum::<usize>();
+    // The window: the last 3 games of the middle shard and the whole newest one.
+    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(samples(&games[5..])), SampleWeights::default()).unwrap();
+    assert_eq!(window.shard_count(), 2, "the oldest shard is closed");
+    // Dropping the newest shard moves the window's start back before the middle shard's.
+    assert!(samples(&games[8..]) > samples(&games[4..5]));
+    // The newest shard is overwritten on disk while open: its samples cannot be read.
+    let newest = &summary.shards[2];
+    let size = std::fs::metadata(newest).unwrap().len() as usize;
+    std::fs::OpenOptions::new().write(true).open(newest).unwrap().write_all(&vec![0u8; size]).unwrap();
+    let batch = window.sample(300, &mut |n| rng.below(n)).unwrap();
+    assert_eq!(window.shard_count(), 1, "the bad shard is dropped");
+    assert_eq!(batch.len(), 300);
+    let middle: Vec<PackedPosition> = games[4..8].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
+    assert!(batch.iter().all(|s| middle.contains(&s.position)), "drawn from a closed or dropped shard");
 }

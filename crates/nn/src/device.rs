@@ -91,6 +91,11 @@ pub enum Precision {
     Bf16,
 }
 
+impl Precision {
+    /// The names [`Precision::from_str`] reads (it takes a few aliases too: fp16, half, …).
+    pub const NAMES: [&'static str; 4] = ["auto", "f32", "f16", "bf16"];
+}
+
 impl FromStr for Precision {
     type Err = Error;
     fn from_str(s: &str) -> Result<Precision> {

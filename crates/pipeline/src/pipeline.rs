@@ -253,8 +253,9 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         let _ = events.send(Event::Note("stopping: the trainer writes its checkpoint, self-play its shards".into()));
         let panicked = |stage: &'static str| move |panic: Box<dyn std::any::Any + Send>| PipelineError::Stage { stage, message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) };
         let train_result = trainer.join().map_err(panicked("trainer")).and_then(|r| r.map_err(PipelineError::Train));
-        let selfplay_result = selfplay.join().map_err(panicked("self-play")).and_then(|r| r);
-        let side_results: Vec<(&'static str, Result<()>)> = side.into_iter().map(|(name, h)| (name, h.join().map_err(panicked(name)).and_then(|r| r))).collect();
+        let selfplay_result = selfplay.join().map_err(panicked("self-play")).and_then(|r| r.map_err(in_stage("self-play")));
+        let side_results: Vec<(&'static str, Result<()>)> =
+            side.into_iter().map(|(name, h)| (name, h.join().map_err(panicked(name)).and_then(|r| r.map_err(in_stage(name))))).collect();
         relay();
         (train_result, selfplay_result, side_results)
     });
@@ -310,6 +311,15 @@ fn stage_outcomes(
             }
             Err(log_failure(error))
         }
+    }
+}
+
+/// Names the stage in an error that does not name one yet (`shards: …` becomes
+/// `self-play: shards: …`), so a run's error always says which stage failed.
+fn in_stage(stage: &'static str) -> impl Fn(PipelineError) -> PipelineError {
+    move |error| match error {
+        PipelineError::Stage { .. } => error,
+        other => PipelineError::Stage { stage, message: other.to_string() },
     }
 }
 

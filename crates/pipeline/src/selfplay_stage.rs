@@ -85,11 +85,15 @@ fn load_probed(model: &ModelRef, options: &RunOptions) -> koma_nn::Result<Networ
 
 /// The run's current model, or if it cannot be used (a truncated file, NaN weights), the newest
 /// older one that can: a resumed run must not fail on every start because of its newest model.
+/// Not under gating, where an older model may be one the gatekeeper refused.
 fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> Result<(ModelRef, Network)> {
     let current_error = match load_probed(&current, options) {
         Ok(network) => return Ok((current, network)),
         Err(e) => e,
     };
+    if run.has_current() {
+        return Err(PipelineError::Stage { stage: "self-play", message: format!("cannot use the gated current model: {current_error}") });
+    }
     tracing::error!("self-play: cannot use the current model {}: {current_error}", current.path.display());
     for model in run.models()?.into_iter().rev().filter(|m| m.step < current.step) {
         match load_probed(&model, options) {

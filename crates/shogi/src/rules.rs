@@ -89,6 +89,8 @@ pub enum MaxMovesRule {
 }
 
 impl MaxMovesRule {
+    pub const ALL: [MaxMovesRule; 2] = [MaxMovesRule::Draw, MaxMovesRule::DrawAfterChecks];
+
     /// The option name: `draw` or `checks`.
     pub const fn name(self) -> &'static str {
         match self {

@@ -98,6 +98,11 @@ impl MemoryFormat {
     }
 }
 
+impl MemoryFormat {
+    /// The names [`MemoryFormat::from_str`] reads.
+    pub const NAMES: [&'static str; 3] = ["auto", "channels_last", "contiguous"];
+}
+
 impl std::str::FromStr for MemoryFormat {
     type Err = TrainError;
     fn from_str(s: &str) -> Result<MemoryFormat> {

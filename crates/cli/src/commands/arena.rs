@@ -13,9 +13,10 @@ use koma_arena::player::Player;
 use koma_arena::stats::Sprt;
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
 use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
-use koma_shogi::rules::GameRules;
+use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::Handicap;
 
+use super::choices::one_of;
 use super::nn_args::RunArgs;
 
 #[derive(Debug, clap::Args)]
@@ -52,11 +53,11 @@ pub struct Args {
     #[arg(long, default_value_t = 320)]
     max_plies: u32,
     /// At the move limit: `draw`, or `checks` (JSA: play on while the checking side keeps checking).
-    #[arg(long, default_value = "draw")]
-    max_moves_rule: String,
-    /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
-    #[arg(long, default_value = "csa27")]
-    impasse: String,
+    #[arg(long, default_value = "draw", value_parser = one_of::<MaxMovesRule>(MaxMovesRule::ALL.map(MaxMovesRule::name)))]
+    max_moves_rule: MaxMovesRule,
+    /// Impasse rule.
+    #[arg(long, default_value = "csa27", value_parser = one_of::<ImpasseRule>(ImpasseRule::ALL.map(ImpasseRule::name)))]
+    impasse: ImpasseRule,
     /// Results are appended here, one JSON line per game.
     #[arg(long, default_value = "arena/results.jsonl")]
     results: PathBuf,
@@ -99,8 +100,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let rules = GameRules {
         max_plies: args.max_plies,
-        max_moves_rule: args.max_moves_rule.parse().map_err(|e| anyhow::anyhow!("--max-moves-rule: {e}"))?,
-        impasse: args.impasse.parse().map_err(|e| anyhow::anyhow!("--impasse: {e}"))?,
+        max_moves_rule: args.max_moves_rule,
+        impasse: args.impasse,
         ..GameRules::default()
     };
     let a = factory(&args.players[0], args.simulations, args.byoyomi, rules, &args.run)?;

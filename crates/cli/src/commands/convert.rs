@@ -4,19 +4,22 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::PossibleValuesParser;
 use koma_shogi::record::{self, notation, Format, GameRecord};
+
+use super::choices::one_of;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Input format: csa, kif, kifu, ki2, usi or sfen.
-    #[arg(long)]
-    from: String,
-    /// Output format: csa, kif (Shift_JIS), kifu (UTF-8), ki2, usi, sfen, or notation.
-    #[arg(long)]
+    /// Input format.
+    #[arg(long, value_parser = one_of::<Format>(Format::ALL.map(Format::name)))]
+    from: Format,
+    /// Output format: a record format (kif is Shift_JIS, kifu UTF-8), or notation (readable moves).
+    #[arg(long, value_parser = PossibleValuesParser::new(Format::ALL.map(Format::name).into_iter().chain([NOTATION])))]
     to: String,
     /// Move text style for `--to notation`: western (Hosking, `P-76`), hodges (`1. P-7f P-3d`),
     /// vietnamese (letters, `T-76`), vietnamese-names (`Tốt-76`) or japanese.
-    #[arg(long, default_value = "western")]
+    #[arg(long, default_value = "western", value_parser = PossibleValuesParser::new(STYLES))]
     style: String,
     /// A record file or a directory of them.
     input: PathBuf,
@@ -24,11 +27,10 @@ pub struct Args {
     output: Option<PathBuf>,
 }
 
-fn format(name: &str, flag: &str) -> Result<Format> {
-    Format::from_name(name).with_context(|| format!("{flag} {name:?}: expected csa, kif, kifu, ki2, usi or sfen"))
-}
+/// `--to notation`: readable move text instead of a record.
+const NOTATION: &str = "notation";
 
-const STYLES: &str = "western, hodges, vietnamese, vietnamese-names or japanese";
+const STYLES: [&str; 5] = ["western", "hodges", "vietnamese", "vietnamese-names", "japanese"];
 
 /// One numbered move per line in the chosen style (Hodges: numbered move pairs).
 fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
@@ -49,7 +51,7 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
             "vietnamese" => notation::vietnamese(&pos, m.mv),
             "vietnamese-names" => notation::vietnamese_names(&pos, m.mv),
             "japanese" => notation::japanese_with_mark(&pos, m.mv, previous_to),
-            other => bail!("--style {other:?}: expected {STYLES}"),
+            other => bail!("--style {other:?}: expected one of {}", STYLES.join(", ")),
         };
         out.push_str(&format!("{:>4} {text}\n", i + 1));
         previous_to = Some(m.mv.to());
@@ -62,11 +64,8 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let from = format(&args.from, "--from")?;
-    if !["western", "hodges", "vietnamese", "vietnamese-names", "japanese"].contains(&args.style.as_str()) {
-        bail!("--style {:?}: expected {STYLES}", args.style);
-    }
-    if args.to == "notation" {
+    let from = args.from;
+    if args.to == NOTATION {
         let games = record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
         let mut text = String::new();
         for game in &games {
@@ -78,7 +77,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let to = format(&args.to, "--to")?;
+    let to = Format::from_name(&args.to).with_context(|| format!("--to {:?}: not a record format", args.to))?;
     let summary = record::convert_path(&args.input, from, to, args.output.as_deref())?;
     for error in &summary.errors {
         eprintln!("koma: error: {error}");

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use clap::builder::PossibleValuesParser;
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_data::import::{self, ImportEvent, ImportOptions, RecordOptions, Source};
 use koma_data::inspect::{list_shards, shard_stats, verify_shard, ShardStats};
@@ -38,8 +39,8 @@ enum Command {
 
 #[derive(Debug, clap::Args)]
 struct ImportArgs {
-    /// Input format: csa, kif (also .kifu), ki2, hcpe, or auto (by extension).
-    #[arg(long, default_value = "auto")]
+    /// Input format (kif reads .kifu too); auto: by each file's extension.
+    #[arg(long, default_value = "auto", value_parser = PossibleValuesParser::new(Source::NAMES))]
     from: String,
     /// Files, or directories read recursively (files with the format's extensions).
     #[arg(required = true)]
@@ -79,8 +80,8 @@ struct ImportArgs {
 
 #[derive(Debug, clap::Args)]
 struct ExportArgs {
-    /// Output format (only hcpe).
-    #[arg(long, default_value = "hcpe")]
+    /// Output format.
+    #[arg(long, default_value = "hcpe", value_parser = PossibleValuesParser::new(["hcpe"]))]
     to: String,
     /// Shards, or directories searched recursively for `.h5` files.
     #[arg(required = true)]

@@ -5,6 +5,7 @@ use clap::Subcommand;
 
 mod arena;
 mod bench;
+mod choices;
 mod convert;
 mod data;
 mod encode;

@@ -3,14 +3,16 @@
 use anyhow::Result;
 use koma_nn::{DeviceSpec, Precision, RunOptions};
 
+use super::choices::one_of;
+
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available).
     #[arg(long, default_value = "auto", env = "KOMA_DEVICE")]
     pub device: String,
     /// Weights and activations: auto (f16 on CUDA, f32 on CPU), f32, f16 or bf16 (CUDA only).
-    #[arg(long, default_value = "auto")]
-    pub precision: String,
+    #[arg(long, default_value = "auto", value_parser = one_of::<Precision>(Precision::NAMES))]
+    pub precision: Precision,
     /// libtorch threads for CPU inference (default: libtorch's choice, usually the core count).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -20,7 +22,7 @@ impl RunArgs {
     pub fn options(&self) -> Result<RunOptions> {
         Ok(RunOptions {
             device: self.device.parse::<DeviceSpec>()?,
-            precision: self.precision.parse::<Precision>()?,
+            precision: self.precision,
             cpu_threads: self.threads,
         })
     }

@@ -4,10 +4,12 @@
 
 use std::io::{BufRead, Write};
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::usi::parse_position;
 use serde_json::json;
+
+use super::choices::one_of;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -16,20 +18,18 @@ pub struct Args {
     max_plies: u32,
     /// At the move limit: `draw`, or `checks` (JSA): when the move at the limit is a check, play
     /// on while every move of the checking side is a check; drawn at its first move that is not.
-    #[arg(long, default_value = "draw")]
-    max_moves_rule: String,
+    #[arg(long, default_value = "draw", value_parser = one_of::<MaxMovesRule>(MaxMovesRule::ALL.map(MaxMovesRule::name)))]
+    max_moves_rule: MaxMovesRule,
     /// Impasse rule: `csa27` (CSA 27-point declaration), `jsa24` (24-point: 31+ wins, 24–30 draws),
     /// `try` (the Try rule, once both kings have entered), `try-unconditional`, `jishogi`
     /// (jishōgi by agreement: adjudicated by the 24-point count once both kings have entered) or
     /// `none`.
-    #[arg(long, default_value = "csa27")]
-    impasse: String,
+    #[arg(long, default_value = "csa27", value_parser = one_of::<ImpasseRule>(ImpasseRule::ALL.map(ImpasseRule::name)))]
+    impasse: ImpasseRule,
 }
 
-fn game_rules(args: &Args) -> Result<GameRules> {
-    let impasse: ImpasseRule = args.impasse.parse().map_err(|e| anyhow!("--impasse: {e}"))?;
-    let max_moves_rule: MaxMovesRule = args.max_moves_rule.parse().map_err(|e| anyhow!("--max-moves-rule: {e}"))?;
-    Ok(GameRules { max_plies: args.max_plies, max_moves_rule, impasse, ..GameRules::default() })
+fn game_rules(args: &Args) -> GameRules {
+    GameRules { max_plies: args.max_plies, max_moves_rule: args.max_moves_rule, impasse: args.impasse, ..GameRules::default() }
 }
 
 /// The JSON answer for one input line.
@@ -50,7 +50,7 @@ fn answer(line: &str, rules: &GameRules) -> serde_json::Value {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let rules = game_rules(&args)?;
+    let rules = game_rules(&args);
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();

@@ -2,6 +2,7 @@
 //! Vietnamese (piece names) or Japanese (a KIF board diagram).
 
 use anyhow::{bail, Context, Result};
+use clap::builder::PossibleValuesParser;
 use koma_shogi::record::kif::board_diagram;
 use koma_shogi::usi::parse_position;
 use koma_shogi::{Handicap, Position};
@@ -21,7 +22,7 @@ pub struct Args {
     handicap: Option<String>,
     /// Language of the diagram: `en` (SFEN letters), `vi` (Vietnamese piece names) or `ja` (KIF
     /// board diagram).
-    #[arg(long, default_value = "en")]
+    #[arg(long, default_value = "en", ignore_case = true, value_parser = PossibleValuesParser::new(["en", "vi", "ja"]))]
     lang: String,
 }
 

@@ -7,8 +7,11 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use crate::interrupt;
+use koma_nn::Precision;
 use koma_train::{train, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainOptions, WaitReason};
+
+use super::choices::one_of;
+use crate::interrupt;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -58,9 +61,9 @@ pub struct Args {
     /// cpu, cuda, cuda:N or auto (overrides the config).
     #[arg(long, env = "KOMA_DEVICE")]
     device: Option<String>,
-    /// auto, f32, f16 or bf16 (overrides the config; half precision is CUDA-only).
-    #[arg(long)]
-    precision: Option<String>,
+    /// Overrides the config; half precision is CUDA-only.
+    #[arg(long, value_parser = one_of::<Precision>(Precision::NAMES))]
+    precision: Option<Precision>,
     /// libtorch CPU threads (overrides the config).
     #[arg(long)]
     threads: Option<usize>,
@@ -95,8 +98,8 @@ fn apply_overrides(args: &Args, c: &mut TrainConfig) -> Result<()> {
     if let Some(v) = &args.device {
         c.device = v.clone();
     }
-    if let Some(v) = &args.precision {
-        c.precision = v.parse()?;
+    if let Some(v) = args.precision {
+        c.precision = v;
     }
     if args.threads.is_some() {
         c.threads = args.threads;

@@ -41,6 +41,9 @@ pub enum Source {
 }
 
 impl Source {
+    /// The names [`Source::from_name`] reads.
+    pub const NAMES: [&'static str; 6] = ["auto", "csa", "kif", "kifu", "ki2", "hcpe"];
+
     pub fn from_name(name: &str) -> Option<Source> {
         Some(match name.to_ascii_lowercase().as_str() {
             "csa" => Source::Csa,

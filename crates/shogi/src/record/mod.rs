@@ -227,7 +227,10 @@ impl Format {
 impl std::str::FromStr for Format {
     type Err = String;
     fn from_str(s: &str) -> Result<Format, String> {
-        Format::from_name(s).ok_or_else(|| format!("unknown record format {s:?} (expected csa, kif, kifu, usi or sfen)"))
+        Format::from_name(s).ok_or_else(|| {
+            let names: Vec<&str> = Format::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown record format {s:?} (expected one of {})", names.join(", "))
+        })
     }
 }
 

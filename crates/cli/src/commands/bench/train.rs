@@ -6,7 +6,10 @@
 use anyhow::Result;
 use koma_nn::{ModelConfig, Precision};
 use koma_train::bench::{run as bench, BenchOptions};
+use koma_train::config::MemoryFormat;
 use koma_train::TrainConfig;
+
+use crate::commands::choices::one_of;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -37,17 +40,17 @@ pub struct Args {
     #[arg(long)]
     no_pytorch_channels_last: bool,
     /// koma's activation layout: auto (channels-last on the CPU), channels_last or contiguous.
-    #[arg(long, default_value = "auto")]
-    memory_format: String,
+    #[arg(long, default_value = "auto", value_parser = one_of::<MemoryFormat>(MemoryFormat::NAMES))]
+    memory_format: MemoryFormat,
     /// Also measure `koma train` end to end (shards in a temporary directory, loader thread).
     #[arg(long)]
     end_to_end: bool,
     /// cpu, cuda, cuda:N or auto.
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// auto, f32, f16 or bf16 (half precision on CUDA only).
-    #[arg(long, default_value = "f32")]
-    precision: String,
+    /// Half precision on CUDA only.
+    #[arg(long, default_value = "f32", value_parser = one_of::<Precision>(Precision::NAMES))]
+    precision: Precision,
     /// libtorch CPU threads (default: libtorch's choice); PyTorch gets the same.
     #[arg(long)]
     threads: Option<usize>,
@@ -58,9 +61,9 @@ pub fn run(args: Args) -> Result<()> {
         args.nets.iter().map(|n| Ok((n.clone(), ModelConfig::from_preset_or_file(n)?))).collect::<Result<Vec<_>>>()?;
     let config = TrainConfig {
         device: args.device.clone(),
-        precision: args.precision.parse::<Precision>()?,
+        precision: args.precision,
         threads: args.threads,
-        memory_format: args.memory_format.parse()?,
+        memory_format: args.memory_format,
         batch_size: args.batch_size,
         ..TrainConfig::default()
     };
