@@ -64,8 +64,32 @@ pub struct Args {
     /// Each game is saved here as a UTF-8 KIF file.
     #[arg(long, default_value = "arena/games")]
     records: PathBuf,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     run: RunArgs,
+}
+
+/// The match's result for scripts: the same figures as the text summary.
+fn result_json(state: &koma_arena::matches::MatchState, args: &Args) -> serde_json::Value {
+    let elo = state.elo().map(|e| serde_json::json!({ "elo": e.elo, "lower": e.lower, "upper": e.upper }));
+    let colour = |i: usize| serde_json::json!({ "points": state.by_colour[i].0, "games": state.by_colour[i].1 });
+    serde_json::json!({
+        "a": state.a_name,
+        "b": state.b_name,
+        "games": state.played,
+        "wins": state.wins,
+        "draws": state.draws,
+        "losses": state.losses,
+        "score": state.score(),
+        "elo": elo,
+        "as_black": colour(0),
+        "as_white": colour(1),
+        "sprt": state.decision.map(|d| serde_json::json!({ "decision": format!("{d:?}"), "llr": state.llr })),
+        "results": args.results,
+        "records": args.records,
+    })
 }
 
 fn factory(spec: &str, simulations: u32, byoyomi: u64, rules: GameRules, run: &RunArgs) -> Result<PlayerFactory> {
@@ -118,7 +142,7 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
-    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()), cancel: None };
+    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()), cancel: Some(crate::interrupt::stop_flag()) };
     let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let state = run_match(a, b, &config, &mut |_, s| {
@@ -129,6 +153,13 @@ pub fn run(args: Args) -> Result<()> {
     })
     .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
+    if crate::interrupt::stop_flag().load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("interrupted: the games in progress were dropped; {} finished games are scored below", state.played);
+    }
+    if args.json {
+        println!("{}", result_json(&state, &args));
+        return Ok(());
+    }
     println!("{} vs {}: {} games, +{} ={} -{}, score {:.3}", state.a_name, state.b_name, state.played, state.wins, state.draws, state.losses, state.score());
     if let Some(e) = state.elo() {
         println!("Elo difference {:+.1} (95% CI {:+.1} … {:+.1})", e.elo, e.lower, e.upper);

@@ -25,6 +25,10 @@ pub struct Args {
     input: PathBuf,
     /// Output file or directory (default: stdout for a file, in place for a directory).
     output: Option<PathBuf>,
+    /// Print a summary as one JSON object on stdout: games, the files written for each input,
+    /// and the files that failed with their errors. Needs the records to go to files.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `--to notation`: readable move text instead of a record.
@@ -65,6 +69,9 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
 
 pub fn run(args: Args) -> Result<()> {
     let from = args.from;
+    if args.json && (args.to == NOTATION || (args.output.is_none() && !args.input.is_dir())) {
+        bail!("--json prints a summary on stdout: give an output file or directory for the records (and a record format)");
+    }
     if args.to == NOTATION {
         let games = record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
         let mut text = String::new();
@@ -83,7 +90,11 @@ pub fn run(args: Args) -> Result<()> {
         eprintln!("koma: error: {error}");
     }
     let files = summary.converted.len();
-    if args.output.is_some() || args.input.is_dir() {
+    if args.json {
+        let converted: Vec<_> = summary.converted.iter().map(|f| serde_json::json!({ "input": f.input, "outputs": f.outputs, "games": f.games })).collect();
+        let failed: Vec<String> = summary.errors.iter().map(|e| e.to_string()).collect();
+        println!("{}", serde_json::json!({ "games": summary.games(), "files": converted, "failed": failed }));
+    } else if args.output.is_some() || args.input.is_dir() {
         eprintln!("converted {} games in {files} files, {} files failed", summary.games(), summary.errors.len());
     }
     if !summary.is_ok() {

@@ -34,6 +34,10 @@ pub struct Args {
     /// Output file (default: stdout).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Print the openings and the settings as one JSON object on stdout (the file is still
+    /// written with --out).
+    #[arg(long)]
+    json: bool,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -58,6 +62,19 @@ pub fn run(args: Args) -> Result<()> {
         text.push_str(line);
         text.push('\n');
     }
+    if args.json {
+        let summary = serde_json::json!({
+            "openings": lines,
+            "requested": args.count,
+            "plies": args.plies,
+            "max_value": args.max_value,
+            "simulations": args.simulations,
+            "judge": judge,
+            "seed": args.seed,
+            "out": args.out,
+        });
+        println!("{summary}");
+    }
     match &args.out {
         Some(path) => {
             if let Some(dir) = path.parent() {
@@ -66,7 +83,8 @@ pub fn run(args: Args) -> Result<()> {
             std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
             eprintln!("{} openings written to {}", lines.len(), path.display());
         }
-        None => print!("{text}"),
+        None if !args.json => print!("{text}"),
+        None => {}
     }
     if lines.len() < args.count {
         anyhow::bail!("only {} of {} openings passed the balance check; raise --max-value or lower --plies", lines.len(), args.count);
