@@ -189,33 +189,44 @@ fn corrupt_state_is_refused_and_the_last_checkpoint_kept() {
     assert_eq!((s.start_step, s.final_step), (10, 15));
 }
 
-#[test]
-fn a_diverging_run_stops_and_keeps_its_last_good_checkpoint() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    tch::set_num_threads(1);
+/// Trains a run to step 10 (SGD, no gradient clipping), then goes on at learning rate `lr` with a
+/// checkpoint every `checkpoint_every` steps, which must diverge before step `steps`. Checks what
+/// every divergence leaves: an error naming checkpoint 10 as the last good one, checkpoint 10
+/// the newest and unchanged, the state unchanged, and the run resuming at a sane rate. Returns
+/// the error for the caller's own checks.
+fn diverge_after_step_10(lr: f64, checkpoint_every: u64, steps: u64) -> TrainError {
     let tmp = tempfile::tempdir().unwrap();
     let data = shards(tmp.path());
     let run_dir = tmp.path().join("run");
     let mut c = config(OptimizerKind::Sgd);
     c.optimizer.grad_clip_norm = 0.0;
     run(&options(&run_dir, &data, 10, &c, ResumeMode::Never));
-    let good = weights_sha(&run_dir, 10);
-    // A learning rate no network survives: the weights overflow within a few steps.
-    c.lr.base = 1e30;
+    let (good, state) = (weights_sha(&run_dir, 10), state_json(&run_dir));
+    c.checkpoint_every = checkpoint_every;
+    c.lr.base = lr;
     c.lr.warmup_steps = 0;
     c.lr.schedule = Schedule::Constant;
-    let error = train(&options(&run_dir, &data, 40, &c, ResumeMode::Required), &mut |_| {}).expect_err("a NaN run went on");
+    let error = train(&options(&run_dir, &data, steps, &c, ResumeMode::Required), &mut |_| {}).expect_err("a NaN run went on");
     let TrainError::Diverged { step, .. } = &error else { panic!("not a divergence: {error}") };
-    assert!(*step > 10 && *step < 40, "{error}");
+    assert!(*step > 10 && *step < steps, "{error}");
     let message = error.to_string();
     assert!(message.contains("the last good checkpoint is the one of step 10"), "{message}");
     // Nothing after step 10 was written: no checkpoint, no state with NaN weights.
-    let newest = std::fs::read_dir(run_dir.join("models")).unwrap().filter_map(|e| checkpoint::step_of_file_name(&e.unwrap().file_name().to_string_lossy())).max();
-    assert_eq!(newest, Some(10));
+    assert_eq!(newest_checkpoint_step(&run_dir), Some(10));
     assert_eq!(weights_sha(&run_dir, 10), good);
+    assert_eq!(state_json(&run_dir), state, "the state still points at step 10");
     // And the run resumes from there with a sane rate.
     c.lr.base = 0.05;
     assert_eq!(run(&options(&run_dir, &data, 12, &c, ResumeMode::Required)).len(), 2);
+    error
+}
+
+#[test]
+fn a_diverging_run_stops_and_keeps_its_last_good_checkpoint() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    // A learning rate no network survives: the weights overflow within a few steps.
+    diverge_after_step_10(1e30, 5, 40);
 }
 
 fn state_json(run_dir: &Path) -> String {
@@ -236,31 +247,12 @@ fn newest_checkpoint_step(run_dir: &Path) -> Option<u64> {
 fn weights_overflowing_on_a_checkpoint_step_are_never_saved() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     tch::set_num_threads(1);
-    let tmp = tempfile::tempdir().unwrap();
-    let data = shards(tmp.path());
-    let run_dir = tmp.path().join("run");
-    let mut c = config(OptimizerKind::Sgd);
-    c.optimizer.grad_clip_norm = 0.0;
-    run(&options(&run_dir, &data, 10, &c, ResumeMode::Never));
-    let (good, state) = (weights_sha(&run_dir, 10), state_json(&run_dir));
     // Every step a checkpoint step, and a rate beyond f32's range: the first update (from a
     // finite gradient) turns the weights into inf and NaN.
-    c.checkpoint_every = 1;
-    c.lr.base = 1e39;
-    c.lr.warmup_steps = 0;
-    c.lr.schedule = Schedule::Constant;
-    let error =
-        train(&options(&run_dir, &data, 20, &c, ResumeMode::Required), &mut |_| {}).expect_err("NaN weights were saved");
-    let TrainError::Diverged { step, .. } = &error else { panic!("not a divergence: {error}") };
+    let error = diverge_after_step_10(1e39, 1, 20);
+    let TrainError::Diverged { step, .. } = &error else { unreachable!("checked by diverge_after_step_10") };
     assert_eq!(*step, 11, "{error}");
-    let message = error.to_string();
-    assert!(message.contains("holds inf or NaN (found before saving)"), "{message}");
-    assert!(message.contains("the last good checkpoint is the one of step 10"), "{message}");
-    assert_eq!(newest_checkpoint_step(&run_dir), Some(10));
-    assert_eq!(weights_sha(&run_dir, 10), good);
-    assert_eq!(state_json(&run_dir), state, "the state still points at step 10");
-    c.lr.base = 0.05;
-    assert_eq!(run(&options(&run_dir, &data, 12, &c, ResumeMode::Required)).len(), 2);
+    assert!(error.to_string().contains("holds inf or NaN (found before saving)"), "{error}");
 }
 
 /// f16 steps whose gradients overflow at every scale are skipped, and each leaves the network
