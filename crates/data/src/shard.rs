@@ -158,7 +158,11 @@ const READ_DATASETS: [&str; 9] =
 /// Chunk cache per open dataset: enough for the whole of a typical self-play shard's datasets, so
 /// that repeated random reads (the replay window) decompress each chunk once.
 const CHUNK_CACHE_BYTES: usize = 4 << 20;
-const CHUNK_CACHE_SLOTS: usize = 10007;
+/// Hash slots of each chunk cache (a prime, as HDF5 advises): chunk k of a dataset takes slot
+/// k mod 1031, so shards of up to 1031 chunks per dataset (131k samples) never collide. The slot
+/// table is allocated at open, 8 bytes a slot per dataset: 10,007 slots cost 0.7 MiB per open
+/// shard, which the replay window multiplies by the hundreds of shards it holds open.
+const CHUNK_CACHE_SLOTS: usize = 1031;
 
 /// An open, validated shard. Only the policy offsets are held in memory; samples are read on
 /// demand (decompressed chunks stay in HDF5's chunk cache, up to 4 MiB per dataset).
