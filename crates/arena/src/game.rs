@@ -32,16 +32,30 @@ pub enum Unfinished {
 /// Plays `black` against `white` from `start` (whoever is to move there moves first). `cancel`
 /// is looked at before every move and passed to the players, so a cancelled match stops within a
 /// move (or sooner, for players that watch it while thinking).
-pub fn play_game(black: &mut dyn Player, white: &mut dyn Player, start: &Position, rules: &GameRules, cancel: &AtomicBool) -> Result<PlayedGame, Unfinished> {
+pub fn play_game(
+    black: &mut dyn Player,
+    white: &mut dyn Player,
+    start: &Position,
+    rules: &GameRules,
+    cancel: &AtomicBool,
+) -> Result<PlayedGame, Unfinished> {
     // Any failure while the match is being cancelled is the cancel's doing, not the player's.
-    let unfinished = |error: PlayerError| if cancel.load(Ordering::Relaxed) { Unfinished::Cancelled } else { Unfinished::Failed(error) };
+    let unfinished = |error: PlayerError| {
+        if cancel.load(Ordering::Relaxed) {
+            Unfinished::Cancelled
+        } else {
+            Unfinished::Failed(error)
+        }
+    };
     black.new_game(cancel).map_err(unfinished)?;
     white.new_game(cancel).map_err(unfinished)?;
     let mut pos = start.clone();
     let mut moves = Vec::new();
     // The record starts at the given position (an opening's own moves are not part of the game).
     let root = start.without_history();
-    let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| Ok(PlayedGame { start: root.clone(), moves, result, note });
+    let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| {
+        Ok(PlayedGame { start: root.clone(), moves, result, note })
+    };
     loop {
         if cancel.load(Ordering::Relaxed) {
             return Err(Unfinished::Cancelled);

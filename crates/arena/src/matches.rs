@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam::channel::unbounded;
-use koma_shogi::rules::GameRules;
 use koma_shogi::record::kif::write_kif;
 use koma_shogi::record::GameRecord;
+use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Position};
 use serde_json::json;
 
@@ -104,7 +104,9 @@ impl MatchState {
 /// renamed, never overwriting an earlier game.
 fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), String> {
     let (black, white) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
-    let safe = |name: &str| -> String { name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect() };
+    let safe = |name: &str| -> String {
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
+    };
     let stem = format!("{}-vs-{}-pair-{:05}", safe(black), safe(white), g.pair);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = (1..)
@@ -112,7 +114,9 @@ fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &
         .find(|p| !p.exists())
         .expect("some name is free");
     let tmp = path.with_extension("kifu.tmp");
-    std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::write(&tmp, text)
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// The game as a KIF record with player names and result.
@@ -139,7 +143,11 @@ fn open_results(path: &Path) -> Result<File, String> {
     let len = file.metadata().map_err(failed)?.len();
     let whole_lines = end_of_last_line(&mut file, len).map_err(failed)?;
     if whole_lines < len {
-        tracing::warn!("{}: cutting off a torn last line ({} bytes without a newline, left by a kill or a full disk)", path.display(), len - whole_lines);
+        tracing::warn!(
+            "{}: cutting off a torn last line ({} bytes without a newline, left by a kill or a full disk)",
+            path.display(),
+            len - whole_lines
+        );
         file.set_len(whole_lines).map_err(failed)?;
     }
     Ok(file)
@@ -181,7 +189,12 @@ fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
 }
 
 /// Plays the match. `on_game` sees every finished game and the running state.
-pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_game: &mut dyn FnMut(&MatchGame, &MatchState)) -> Result<MatchState, String> {
+pub fn run_match(
+    a: PlayerFactory,
+    b: PlayerFactory,
+    config: &MatchConfig,
+    on_game: &mut dyn FnMut(&MatchGame, &MatchState),
+) -> Result<MatchState, String> {
     let probe_a = a(0)?;
     let probe_b = b(0)?;
     let mut state = MatchState { a_name: probe_a.name(), b_name: probe_b.name(), ..MatchState::default() };
@@ -284,7 +297,8 @@ pub fn run_match(a: PlayerFactory, b: PlayerFactory, config: &MatchConfig, on_ga
                 }
             }
             if let Some(dir) = &config.records {
-                let written = kif_record(&g, &state.a_name, &state.b_name).and_then(|text| save_record(dir, &g, &state, &text));
+                let written =
+                    kif_record(&g, &state.a_name, &state.b_name).and_then(|text| save_record(dir, &g, &state, &text));
                 if let Err(e) = written {
                     tracing::warn!("could not save a game record under {}: {e}", dir.display());
                 }

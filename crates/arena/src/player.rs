@@ -216,11 +216,25 @@ pub struct MctsPlayer {
 }
 
 impl MctsPlayer {
-    pub fn new(name: &str, evaluator: std::sync::Arc<dyn Evaluator>, simulations: u32, batch: usize, rules: GameRules, seed: u64) -> MctsPlayer {
+    pub fn new(
+        name: &str,
+        evaluator: std::sync::Arc<dyn Evaluator>,
+        simulations: u32,
+        batch: usize,
+        rules: GameRules,
+        seed: u64,
+    ) -> MctsPlayer {
         MctsPlayer::with_budget(name, evaluator, Budget::Simulations(simulations), batch, rules, seed)
     }
 
-    pub fn with_budget(name: &str, evaluator: std::sync::Arc<dyn Evaluator>, budget: Budget, batch: usize, rules: GameRules, seed: u64) -> MctsPlayer {
+    pub fn with_budget(
+        name: &str,
+        evaluator: std::sync::Arc<dyn Evaluator>,
+        budget: Budget,
+        batch: usize,
+        rules: GameRules,
+        seed: u64,
+    ) -> MctsPlayer {
         MctsPlayer {
             name: name.to_string(),
             evaluator,

@@ -113,7 +113,8 @@ pub fn fit(games: &[GameOutcome], anchor: &str) -> Vec<Rating> {
         let mut change: f64 = 0.0;
         for i in 0..n {
             let wins: f64 = won[i].iter().sum();
-            let denom: f64 = (0..n).filter(|&j| j != i && played[i][j] > 0.0).map(|j| played[i][j] / (gamma[i] + gamma[j])).sum();
+            let denom: f64 =
+                (0..n).filter(|&j| j != i && played[i][j] > 0.0).map(|j| played[i][j] / (gamma[i] + gamma[j])).sum();
             if denom > 0.0 && wins > 0.0 {
                 let updated = wins / denom;
                 change = change.max((updated.ln() - gamma[i].ln()).abs());

@@ -57,7 +57,12 @@ fn moments(counts: &[u64], values: &[f64]) -> Option<(f64, f64, f64)> {
 
 fn estimate(n: f64, mean: f64, var: f64) -> EloEstimate {
     let half = Z95 * (var / n).sqrt();
-    EloEstimate { score: mean, elo: elo_of(mean), lower: elo_of((mean - half).max(0.0)), upper: elo_of((mean + half).min(1.0)) }
+    EloEstimate {
+        score: mean,
+        elo: elo_of(mean),
+        lower: elo_of((mean - half).max(0.0)),
+        upper: elo_of((mean + half).min(1.0)),
+    }
 }
 
 const PENTA_VALUES: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];

@@ -120,8 +120,17 @@ impl UsiEngine {
     /// Starts the engine and completes the `usi` / `isready` handshake.
     pub fn start(config: UsiEngineConfig) -> Result<UsiEngine, String> {
         let process = Process::spawn(&config)?;
-        let mut engine = UsiEngine { name: config.name.clone(), config, process, needs_restart: false, forfeit: None, forfeits_in_a_row: 0 };
-        engine.handshake(&AtomicBool::new(false)).map_err(|e| format!("USI engine {:?}: {e}", engine.config.command))?;
+        let mut engine = UsiEngine {
+            name: config.name.clone(),
+            config,
+            process,
+            needs_restart: false,
+            forfeit: None,
+            forfeits_in_a_row: 0,
+        };
+        engine
+            .handshake(&AtomicBool::new(false))
+            .map_err(|e| format!("USI engine {:?}: {e}", engine.config.command))?;
         Ok(engine)
     }
 
@@ -162,7 +171,12 @@ impl UsiEngine {
             .map_err(|e| PlayerError::failure(format!("engine {} stopped reading ({e})", self.config.command)))
     }
 
-    fn wait_for(&mut self, timeout: Duration, cancel: &AtomicBool, mut done: impl FnMut(&str) -> bool) -> Result<String, PlayerError> {
+    fn wait_for(
+        &mut self,
+        timeout: Duration,
+        cancel: &AtomicBool,
+        mut done: impl FnMut(&str) -> bool,
+    ) -> Result<String, PlayerError> {
         let deadline = Instant::now() + timeout;
         loop {
             if cancel.load(Ordering::Relaxed) {
@@ -176,7 +190,9 @@ impl UsiEngine {
                 Err(RecvTimeoutError::Timeout) => {
                     return Err(PlayerError::timeout(format!("no answer in time ({:.1} s)", timeout.as_secs_f64())))
                 }
-                Err(RecvTimeoutError::Disconnected) => return Err(PlayerError::failure("engine crashed (its output closed)")),
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(PlayerError::failure("engine crashed (its output closed)"))
+                }
             }
         }
     }
@@ -197,7 +213,9 @@ impl UsiEngine {
         match word {
             "resign" => Ok(Action::Resign),
             "win" => Ok(Action::Declare),
-            text => Move::from_usi(text).map(Action::Play).ok_or_else(|| PlayerError::failure(format!("bestmove {text:?} is not a USI move"))),
+            text => Move::from_usi(text)
+                .map(Action::Play)
+                .ok_or_else(|| PlayerError::failure(format!("bestmove {text:?} is not a USI move"))),
         }
     }
 }
@@ -222,7 +240,8 @@ impl Player for UsiEngine {
         }
         if self.needs_restart {
             tracing::warn!("restarting USI engine {} before the next game", self.name);
-            self.restart(cancel).map_err(|e| PlayerError::fatal(format!("USI engine {} could not be restarted: {e}", self.name)))?;
+            self.restart(cancel)
+                .map_err(|e| PlayerError::fatal(format!("USI engine {} could not be restarted: {e}", self.name)))?;
         }
         // A failure here shows up as a forfeit on the first move.
         let _ = self.send("usinewgame");

@@ -25,7 +25,11 @@ fn random() -> PlayerFactory {
 fn paired_match_with_results_file() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("arena/results.jsonl");
-    let suite = generate_suite(&SuiteSpec { count: 4, plies: 6, max_abs_value: 0.5, simulations: 16, seed: 3 }, &MaterialEvaluator).unwrap();
+    let suite = generate_suite(
+        &SuiteSpec { count: 4, plies: 6, max_abs_value: 0.5, simulations: 16, seed: 3 },
+        &MaterialEvaluator,
+    )
+    .unwrap();
     assert_eq!(suite.len(), 4);
     let openings = read_suite(&suite.join("\n")).unwrap();
     let config = MatchConfig {
@@ -62,7 +66,11 @@ fn paired_match_with_results_file() {
     for entry in kifs {
         let games = koma_shogi::record::read_file(&entry.path(), koma_shogi::record::Format::Kifu).unwrap();
         let moves: Vec<String> = games[0].moves.iter().map(|m| m.mv.to_usi()).collect();
-        assert!(lines.iter().any(|l| l["moves"] == moves.join(" ")), "{} matches no result line", entry.path().display());
+        assert!(
+            lines.iter().any(|l| l["moves"] == moves.join(" ")),
+            "{} matches no result line",
+            entry.path().display()
+        );
         assert!(games[0].result.is_some());
     }
 }
@@ -88,9 +96,20 @@ fn sprt_stops_a_lopsided_match() {
 struct BreaksAfter(std::sync::atomic::AtomicUsize);
 
 impl koma_mcts::Evaluator for BreaksAfter {
-    fn evaluate(&self, positions: &[&koma_shogi::Position]) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
-        if self.0.fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
-            return Err(koma_mcts::EvalError("model-00000300 returned non-finite values (NaN or infinity) for 3 of 8 positions".into()));
+    fn evaluate(
+        &self,
+        positions: &[&koma_shogi::Position],
+    ) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
+        if self
+            .0
+            .fetch_update(std::sync::atomic::Ordering::SeqCst, std::sync::atomic::Ordering::SeqCst, |n| {
+                n.checked_sub(1)
+            })
+            .is_err()
+        {
+            return Err(koma_mcts::EvalError(
+                "model-00000300 returned non-finite values (NaN or infinity) for 3 of 8 positions".into(),
+            ));
         }
         koma_mcts::UniformEvaluator.evaluate(positions)
     }
@@ -102,7 +121,8 @@ fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played()
     let results = dir.path().join("results.jsonl");
     let evaluator = Arc::new(BreaksAfter(std::sync::atomic::AtomicUsize::new(400)));
     let net: PlayerFactory = Arc::new(move |seed| {
-        Ok(Box::new(koma_arena::player::MctsPlayer::new("net@8", evaluator.clone(), 8, 4, GameRules::default(), seed)) as Box<dyn Player>)
+        Ok(Box::new(koma_arena::player::MctsPlayer::new("net@8", evaluator.clone(), 8, 4, GameRules::default(), seed))
+            as Box<dyn Player>)
     });
     let config = MatchConfig {
         games: 40,
@@ -114,8 +134,12 @@ fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played()
         records: None,
         cancel: None,
     };
-    let error = run_match(net, greedy(), &config, &mut |_, _| {}).expect_err("the match scored a broken network's games");
-    assert!(error.contains("net@8") && error.contains("non-finite") && error.contains("the match stopped after"), "{error}");
+    let error =
+        run_match(net, greedy(), &config, &mut |_, _| {}).expect_err("the match scored a broken network's games");
+    assert!(
+        error.contains("net@8") && error.contains("non-finite") && error.contains("the match stopped after"),
+        "{error}"
+    );
     // The games finished before the failure are in the results file, none forfeited for it.
     let lines = std::fs::read_to_string(&results).unwrap();
     assert!(!lines.is_empty() && lines.lines().count() < 40);
@@ -156,7 +180,9 @@ fn logged<T>(f: impl FnOnce() -> T) -> (T, String) {
 fn a_torn_or_garbled_results_file_is_read_and_appended_to_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
-    let game = |winner: &str| format!(r#"{{"pair":0,"black":"greedy","white":"random","winner":"{winner}","reason":"Checkmate"}}"#);
+    let game = |winner: &str| {
+        format!(r#"{{"pair":0,"black":"greedy","white":"random","winner":"{winner}","reason":"Checkmate"}}"#)
+    };
     // A garbled line in the middle, and a last line torn by a kill (no newline).
     let torn = r#"{"pair":1,"black":"random","white":"gre"#;
     std::fs::write(&results, format!("{}\nnot json at all\n{}\n{torn}", game("black"), game("white"))).unwrap();
@@ -184,7 +210,8 @@ fn a_torn_or_garbled_results_file_is_read_and_appended_to_cleanly() {
     assert!(text.ends_with('\n') && !text.contains(torn), "{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 5);
-    let unparsable: Vec<&str> = lines.iter().copied().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_err()).collect();
+    let unparsable: Vec<&str> =
+        lines.iter().copied().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_err()).collect();
     assert_eq!(unparsable, ["not json at all"], "only the garbled line is left as it was");
     assert_eq!(read_results(&results).unwrap().len(), 4);
 }
@@ -206,7 +233,10 @@ impl Player for Slow {
 struct SlowNetwork(Duration);
 
 impl koma_mcts::Evaluator for SlowNetwork {
-    fn evaluate(&self, positions: &[&koma_shogi::Position]) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
+    fn evaluate(
+        &self,
+        positions: &[&koma_shogi::Position],
+    ) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
         std::thread::sleep(self.0);
         koma_mcts::UniformEvaluator.evaluate(positions)
     }
@@ -214,7 +244,8 @@ impl koma_mcts::Evaluator for SlowNetwork {
 
 #[test]
 fn a_cancelled_match_stops_within_a_move_and_scores_no_half_game() {
-    let slow_mover: PlayerFactory = Arc::new(|seed| Ok(Box::new(Slow(Duration::from_millis(200), RandomPlayer::new(seed))) as Box<dyn Player>));
+    let slow_mover: PlayerFactory =
+        Arc::new(|seed| Ok(Box::new(Slow(Duration::from_millis(200), RandomPlayer::new(seed))) as Box<dyn Player>));
     // A million simulations a move at 50 ms a batch: only the search watching the cancel ends it.
     let slow_searcher: PlayerFactory = Arc::new(|seed| {
         let network = Arc::new(SlowNetwork(Duration::from_millis(50)));
@@ -242,7 +273,10 @@ fn a_cancelled_match_stops_within_a_move_and_scores_no_half_game() {
         });
         std::thread::sleep(Duration::from_millis(500));
         cancel.store(true, Ordering::SeqCst);
-        let state = finished.recv_timeout(Duration::from_secs(2)).unwrap_or_else(|_| panic!("{name}: the match went on 2 s after the cancel")).unwrap();
+        let state = finished
+            .recv_timeout(Duration::from_secs(2))
+            .unwrap_or_else(|_| panic!("{name}: the match went on 2 s after the cancel"))
+            .unwrap();
         assert_eq!(state.played, 0, "{name}: a cut-short game was scored");
         assert_eq!(std::fs::read_to_string(&results).unwrap(), "", "{name}: a cut-short game was written");
         assert!(!dir.path().join("games").exists(), "{name}: a cut-short game was saved");

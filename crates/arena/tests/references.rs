@@ -13,7 +13,8 @@ fn score(a: &mut dyn Player, b: &mut dyn Player, games: usize, rules: &GameRules
     let mut points = 0.0;
     for g in 0..games {
         let start = Position::startpos();
-        let (black, white): (&mut dyn Player, &mut dyn Player) = if g % 2 == 0 { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+        let (black, white): (&mut dyn Player, &mut dyn Player) =
+            if g % 2 == 0 { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let played = play_game(black, white, &start, rules, &AtomicBool::new(false)).unwrap();
         let a_color = if g % 2 == 0 { Color::Black } else { Color::White };
         // Replay: every move legal, and the result is what the final position says.
@@ -77,7 +78,14 @@ fn misbehaving_players_lose() {
         (Ok(Action::Resign), EndReason::Resignation),
     ];
     for (action, reason) in cases {
-        let played = play_game(&mut Scripted(vec![action.clone()]), &mut RandomPlayer::new(1), &start, &rules, &AtomicBool::new(false)).unwrap();
+        let played = play_game(
+            &mut Scripted(vec![action.clone()]),
+            &mut RandomPlayer::new(1),
+            &start,
+            &rules,
+            &AtomicBool::new(false),
+        )
+        .unwrap();
         assert_eq!(played.result.winner, Some(Color::White), "{action:?}");
         assert_eq!(played.result.reason, reason, "{action:?}");
         assert!(played.moves.is_empty());
@@ -88,7 +96,8 @@ fn misbehaving_players_lose() {
 fn a_time_budget_searches_for_about_that_long() {
     use koma_arena::player::Budget;
     let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
-    let mut mcts = MctsPlayer::with_budget("timed", Arc::new(MaterialEvaluator), Budget::Millis(150), 8, GameRules::default(), 1);
+    let mut mcts =
+        MctsPlayer::with_budget("timed", Arc::new(MaterialEvaluator), Budget::Millis(150), 8, GameRules::default(), 1);
     let start = std::time::Instant::now();
     let action = mcts.act(&pos, &AtomicBool::new(false)).unwrap();
     let elapsed = start.elapsed().as_millis();

@@ -39,7 +39,14 @@ done"#
 fn play_against_random(config: UsiEngineConfig) -> koma_arena::game::PlayedGame {
     let mut engine = UsiEngine::start(config).unwrap();
     assert_eq!(engine.name(), "scripted");
-    play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default(), &AtomicBool::new(false)).unwrap()
+    play_game(
+        &mut engine,
+        &mut RandomPlayer::new(1),
+        &Position::startpos(),
+        &GameRules::default(),
+        &AtomicBool::new(false),
+    )
+    .unwrap()
 }
 
 fn engine_factory(config: UsiEngineConfig) -> PlayerFactory {
@@ -51,13 +58,24 @@ fn random() -> PlayerFactory {
 }
 
 fn match_config(games: usize, results: Option<std::path::PathBuf>) -> MatchConfig {
-    MatchConfig { games, concurrency: 1, rules: GameRules::default(), openings: vec![], sprt: None, results, records: None, cancel: None }
+    MatchConfig {
+        games,
+        concurrency: 1,
+        rules: GameRules::default(),
+        openings: vec![],
+        sprt: None,
+        results,
+        records: None,
+        cancel: None,
+    }
 }
 
 #[test]
 fn a_scripted_engine_plays_and_resigns() {
     // Plays 7g7f, then resigns.
-    let g = play_against_random(scripted(r#"if [ -z "$moved" ]; then echo "info depth 1"; echo "bestmove 7g7f"; moved=1; else echo "bestmove resign"; fi"#));
+    let g = play_against_random(scripted(
+        r#"if [ -z "$moved" ]; then echo "info depth 1"; echo "bestmove 7g7f"; moved=1; else echo "bestmove resign"; fi"#,
+    ));
     assert_eq!(g.moves.len(), 2);
     assert_eq!(g.result.reason, EndReason::Resignation);
     assert_eq!(g.result.winner, Some(Color::White));
@@ -118,10 +136,20 @@ fn an_engine_that_answered_late_is_restarted_before_the_next_game() {
 fn an_engine_that_keeps_crashing_stops_the_match() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
-    let error = run_match(engine_factory(scripted("exit 3")), random(), &match_config(20, Some(results.clone())), &mut |_, _| {})
-        .expect_err("an engine that cannot play was scored as losing every game");
+    let error = run_match(
+        engine_factory(scripted("exit 3")),
+        random(),
+        &match_config(20, Some(results.clone())),
+        &mut |_, _| {},
+    )
+    .expect_err("an engine that cannot play was scored as losing every game");
     let forfeits = MAX_FORFEITS_IN_A_ROW as usize;
-    assert!(error.contains("scripted") && error.contains(&format!("{forfeits} games in a row")) && error.contains("crashed"), "{error}");
+    assert!(
+        error.contains("scripted")
+            && error.contains(&format!("{forfeits} games in a row"))
+            && error.contains("crashed"),
+        "{error}"
+    );
     // The forfeits before stay in the results.
     let text = std::fs::read_to_string(&results).unwrap();
     assert_eq!(text.lines().count(), forfeits, "{text}");
@@ -139,11 +167,17 @@ fn an_engine_that_cannot_be_restarted_stops_the_match() {
     config.startup_timeout = Duration::from_millis(500);
     let mut engine = UsiEngine::start(config).unwrap();
     let never = AtomicBool::new(false);
-    let first = play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default(), &never).unwrap();
+    let first = play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &GameRules::default(), &never)
+        .unwrap();
     assert_eq!(first.result.reason, EndReason::Forfeit);
-    let unfinished = play_game(&mut engine, &mut RandomPlayer::new(2), &Position::startpos(), &GameRules::default(), &never).unwrap_err();
+    let unfinished =
+        play_game(&mut engine, &mut RandomPlayer::new(2), &Position::startpos(), &GameRules::default(), &never)
+            .unwrap_err();
     let koma_arena::game::Unfinished::Failed(error) = unfinished else { panic!("{unfinished:?}") };
-    assert!(error.fatal && error.message.contains("could not be restarted") && error.message.contains("no answer in time"), "{error:?}");
+    assert!(
+        error.fatal && error.message.contains("could not be restarted") && error.message.contains("no answer in time"),
+        "{error:?}"
+    );
 }
 
 #[test]

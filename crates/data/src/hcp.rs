@@ -181,7 +181,10 @@ pub fn decode_hcp(bytes: &[u8; HCP_BYTES]) -> Result<Position, HcpError> {
     }
     for pt in HAND_ORDER {
         if seen[pt as usize] != FULL_SET[pt as usize] {
-            return Err(corrupt(format!("{} {pt:?} pieces where a set has {}", seen[pt as usize], FULL_SET[pt as usize])));
+            return Err(corrupt(format!(
+                "{} {pt:?} pieces where a set has {}",
+                seen[pt as usize], FULL_SET[pt as usize]
+            )));
         }
         for c in Color::ALL {
             hands[c.index()].set(pt, hand_count[c.index()][pt as usize]);
@@ -436,9 +439,18 @@ mod tests {
     fn bits_match_cshogi_test_vectors() {
         // cshogi's `Board(sfen).to_hcp()` of these positions (more in python/tests/test_data_import.py).
         let vectors = [
-            ("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1", "58a449210cd757217e8e4d212caf427814c2ab109e4d212cd75f213e8e49210c"),
-            ("lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1", "59a449210c9742fc1c9b42585e85f0288457213c9b4258aebf427c1c9342181e"),
-            ("4k4/9/9/9/9/9/9/9/4K4 w RB2G2S2N2L9Prb2g2s2n2l9p 1", "5924000000000000000000000000004218a394733e3f922449c63867adf77eff"),
+            (
+                "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b - 1",
+                "58a449210cd757217e8e4d212caf427814c2ab109e4d212cd75f213e8e49210c",
+            ),
+            (
+                "lnsgkgsnl/1r7/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1",
+                "59a449210c9742fc1c9b42585e85f0288457213c9b4258aebf427c1c9342181e",
+            ),
+            (
+                "4k4/9/9/9/9/9/9/9/4K4 w RB2G2S2N2L9Prb2g2s2n2l9p 1",
+                "5924000000000000000000000000004218a394733e3f922449c63867adf77eff",
+            ),
         ];
         for (sfen, hex) in vectors {
             let pos = Position::from_sfen(sfen).unwrap();
@@ -476,7 +488,10 @@ mod tests {
                 assert_eq!(move_from_move16(move_to_move16(m)), Some(m));
                 pos.do_move(m);
                 let bytes = encode_hcp(&pos).unwrap();
-                assert_eq!(decode_hcp(&bytes).unwrap().to_sfen().rsplit_once(' ').unwrap().0, pos.to_sfen().rsplit_once(' ').unwrap().0);
+                assert_eq!(
+                    decode_hcp(&bytes).unwrap().to_sfen().rsplit_once(' ').unwrap().0,
+                    pos.to_sfen().rsplit_once(' ').unwrap().0
+                );
             }
         }
     }

@@ -18,7 +18,11 @@ use crate::shard::{ShardReader, MOVE_ENCODING};
 pub fn list_shards(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let io = |source| DataError::Io { path: dir.to_path_buf(), source };
-        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>().map_err(io)?;
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(io)?
+            .map(|e| e.map(|e| e.path()))
+            .collect::<std::io::Result<_>>()
+            .map_err(io)?;
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -253,7 +257,8 @@ impl ShardStats {
                 continue;
             }
             for j in a..b {
-                self.move_mass[raw.policy_move[j] as usize + 65536 * white as usize] += raw.policy_weight[j] as f64 / total;
+                self.move_mass[raw.policy_move[j] as usize + 65536 * white as usize] +=
+                    raw.policy_weight[j] as f64 / total;
             }
         }
         self.policy.max_per_sample = max_entries;
@@ -282,7 +287,8 @@ pub fn shard_stats(paths: &[PathBuf], progress: &mut dyn FnMut(&Path, usize)) ->
     let mut stats = ShardStats::default();
     let mut lengths = Vec::new();
     for path in paths {
-        let read = ShardReader::open(path).and_then(|r| RawShard::read(&r).and_then(|raw| check_lengths(path, &raw).map(|()| raw)));
+        let read = ShardReader::open(path)
+            .and_then(|r| RawShard::read(&r).and_then(|raw| check_lengths(path, &raw).map(|()| raw)));
         match read {
             Ok(raw) => {
                 let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -296,7 +302,8 @@ pub fn shard_stats(paths: &[PathBuf], progress: &mut dyn FnMut(&Path, usize)) ->
         }
     }
     stats.bytes_per_sample = if stats.samples > 0 { stats.bytes as f64 / stats.samples as f64 } else { 0.0 };
-    stats.policy.mean_per_sample = if stats.samples > 0 { stats.policy.entries as f64 / stats.samples as f64 } else { 0.0 };
+    stats.policy.mean_per_sample =
+        if stats.samples > 0 { stats.policy.entries as f64 / stats.samples as f64 } else { 0.0 };
     stats.game_length = Distribution::of(lengths, 20);
     stats
 }
@@ -344,7 +351,9 @@ fn check_lengths(path: &Path, raw: &RawShard) -> Result<()> {
             return bad(format!("{name} has {len} rows, game_start has {g}"));
         }
     }
-    let csr_ok = |v: &[u32], end: usize| v.len() == g + 1 && v[0] == 0 && v.windows(2).all(|w| w[0] <= w[1]) && v[g] as usize == end;
+    let csr_ok = |v: &[u32], end: usize| {
+        v.len() == g + 1 && v[0] == 0 && v.windows(2).all(|w| w[0] <= w[1]) && v[g] as usize == end
+    };
     if !csr_ok(&raw.game_first_sample, n) {
         return bad(format!("game_first_sample is not a CSR index of {n} samples over {g} games"));
     }
@@ -464,7 +473,11 @@ pub fn verify_shard(path: &Path) -> ShardCheck {
             match Move::from_u16(code).filter(|&m| pos.is_legal(m)) {
                 Some(m) => pos.do_move(m),
                 None => {
-                    check.problem(format!("game {g}: move {} (code {code:#06x}) is illegal in {}", k + 1, pos.to_sfen()));
+                    check.problem(format!(
+                        "game {g}: move {} (code {code:#06x}) is illegal in {}",
+                        k + 1,
+                        pos.to_sfen()
+                    ));
                     ok = false;
                     break;
                 }
@@ -499,7 +512,11 @@ pub fn verify_shard(path: &Path) -> ShardCheck {
         let (a, b) = (raw.policy_offsets[i] as usize, raw.policy_offsets[i + 1] as usize);
         for j in a..b {
             if legal(raw.policy_move[j]).is_none() {
-                check.problem(format!("sample {i}: policy move (code {:#06x}) is illegal in {}", raw.policy_move[j], pos.to_sfen()));
+                check.problem(format!(
+                    "sample {i}: policy move (code {:#06x}) is illegal in {}",
+                    raw.policy_move[j],
+                    pos.to_sfen()
+                ));
                 break;
             }
         }
@@ -516,7 +533,8 @@ pub fn verify_shard(path: &Path) -> ShardCheck {
         if replay[ply] != PackedPosition(raw.position[i]) {
             check.problem(format!("sample {i}: position {} is not game {g}'s position at ply {ply}", pos.to_sfen()));
         }
-        let game_move = raw.game_moves.get(raw.game_move_offsets[g] as usize + ply).copied().filter(|_| ply + 1 < replay.len());
+        let game_move =
+            raw.game_moves.get(raw.game_move_offsets[g] as usize + ply).copied().filter(|_| ply + 1 < replay.len());
         if raw.moves[i] != 0 && Some(raw.moves[i]) != game_move {
             check.problem(format!("sample {i}: move played is not game {g}'s move at ply {ply}"));
         }

@@ -19,8 +19,8 @@ mod writer;
 pub use error::{DataError, Result};
 pub use packed::{PackError, PackedPosition, PACKED_BYTES, PACKED_ENCODING};
 pub use sample::{
-    end_reason_code, end_reason_from_code, end_reason_name, flags, result_for, winner_code, winner_from_code, GameSamples, Sample,
-    PLY_UNKNOWN,
+    end_reason_code, end_reason_from_code, end_reason_name, flags, result_for, winner_code, winner_from_code,
+    GameSamples, Sample, PLY_UNKNOWN,
 };
 pub use shard::{write_shard, GameInfo, ShardReader, FORMAT, FORMAT_VERSION, MOVE_ENCODING};
 pub use window::{ReplayWindow, SampleWeights, WindowSize};

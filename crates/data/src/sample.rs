@@ -149,7 +149,8 @@ mod tests {
 
     #[test]
     fn a_mirrored_sample_is_a_valid_sample_of_the_mirrored_position() {
-        let pos = Position::from_sfen("ln1g1g1nl/1r1s1k1b1/p1pp1pppp/4p4/1p7/2P3P2/PP1PPP2P/1BG4R1/LN1SK1SNL b Sp 15").unwrap();
+        let pos = Position::from_sfen("ln1g1g1nl/1r1s1k1b1/p1pp1pppp/4p4/1p7/2P3P2/PP1PPP2P/1BG4R1/LN1SK1SNL b Sp 15")
+            .unwrap();
         let moves: Vec<Move> = pos.legal_moves().iter().copied().collect();
         let sample = Sample {
             position: PackedPosition::pack(&pos).unwrap(),
@@ -167,7 +168,10 @@ mod tests {
         assert_eq!(without_number(&mirrored_pos), without_number(&pos.mirror()));
         assert!(mirrored.policy.iter().all(|&(m, _)| mirrored_pos.is_legal(m)));
         assert!(mirrored_pos.is_legal(mirrored.played.unwrap()));
-        assert_eq!((mirrored.root_wdl, mirrored.result, mirrored.ply, mirrored.flags), (sample.root_wdl, sample.result, sample.ply, sample.flags));
+        assert_eq!(
+            (mirrored.root_wdl, mirrored.result, mirrored.ply, mirrored.flags),
+            (sample.root_wdl, sample.result, sample.ply, sample.flags)
+        );
         assert_eq!(mirrored.mirror().unwrap(), sample);
     }
 }

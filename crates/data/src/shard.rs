@@ -205,10 +205,15 @@ impl ShardReader {
         }
         let version = file.attr("format_version").and_then(|a| a.read_scalar::<u32>()).map_err(&err)?;
         if version != FORMAT_VERSION {
-            return Err(DataError::FormatVersion { path: path.to_path_buf(), found: version, expected: FORMAT_VERSION });
+            return Err(DataError::FormatVersion {
+                path: path.to_path_buf(),
+                found: version,
+                expected: FORMAT_VERSION,
+            });
         }
         let dataset = |name: &str| {
-            file.dataset(name).map_err(|_| DataError::MissingDataset { path: path.to_path_buf(), name: name.to_string() })
+            file.dataset(name)
+                .map_err(|_| DataError::MissingDataset { path: path.to_path_buf(), name: name.to_string() })
         };
         let offsets: Vec<u32> = dataset("policy_offsets")?.read_raw().map_err(&err)?;
         let n = offsets.len().checked_sub(1).ok_or_else(|| DataError::Inconsistent {
@@ -219,20 +224,35 @@ impl ShardReader {
             let len = dataset(name)?.shape().first().copied().unwrap_or(0);
             let expected = if name == "policy_offsets" { n + 1 } else { n };
             if len != expected {
-                return Err(DataError::Inconsistent { path: path.to_path_buf(), what: format!("{name} has {len} rows, expected {expected}") });
+                return Err(DataError::Inconsistent {
+                    path: path.to_path_buf(),
+                    what: format!("{name} has {len} rows, expected {expected}"),
+                });
             }
         }
         let entries = offsets[n] as usize;
         for name in ["policy_move", "policy_weight"] {
             let len = dataset(name)?.shape().first().copied().unwrap_or(0);
             if len != entries {
-                return Err(DataError::Inconsistent { path: path.to_path_buf(), what: format!("{name} has {len} entries, policy_offsets says {entries}") });
+                return Err(DataError::Inconsistent {
+                    path: path.to_path_buf(),
+                    what: format!("{name} has {len} entries, policy_offsets says {entries}"),
+                });
             }
         }
         if offsets.windows(2).any(|w| w[0] > w[1]) {
             return Err(DataError::Inconsistent { path: path.to_path_buf(), what: "policy_offsets decrease".into() });
         }
-        for name in ["game_start", "game_model", "game_winner", "game_end", "game_length", "game_first_sample", "game_move_offsets", "game_moves"] {
+        for name in [
+            "game_start",
+            "game_model",
+            "game_winner",
+            "game_end",
+            "game_length",
+            "game_first_sample",
+            "game_move_offsets",
+            "game_moves",
+        ] {
             dataset(name)?;
         }
         let datasets = READ_DATASETS.iter().map(|name| dataset(name)).collect::<Result<Vec<_>>>()?;
@@ -278,7 +298,11 @@ impl ShardReader {
     pub fn read(&self, indices: &[usize]) -> Result<Vec<Sample>> {
         let n = self.len();
         if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(DataError::BadSample { path: self.path.clone(), index: bad, message: format!("out of range (shard has {n} samples)") });
+            return Err(DataError::BadSample {
+                path: self.path.clone(),
+                index: bad,
+                message: format!("out of range (shard has {n} samples)"),
+            });
         }
         let position: Vec<[u8; PACKED_BYTES]> = self.points("position", indices)?;
         let moves: Vec<u16> = self.points("move", indices)?;
@@ -286,7 +310,8 @@ impl ShardReader {
         let result: Vec<i8> = self.points("result", indices)?;
         let ply: Vec<u16> = self.points("ply", indices)?;
         let flags: Vec<u8> = self.points("flags", indices)?;
-        let entries: Vec<usize> = indices.iter().flat_map(|&i| self.offsets[i] as usize..self.offsets[i + 1] as usize).collect();
+        let entries: Vec<usize> =
+            indices.iter().flat_map(|&i| self.offsets[i] as usize..self.offsets[i + 1] as usize).collect();
         let policy_move: Vec<u16> = self.points("policy_move", &entries)?;
         let policy_weight: Vec<u16> = self.points("policy_weight", &entries)?;
         let columns = Columns { position, moves, root_wdl, result, ply, flags, policy_move, policy_weight };
@@ -304,7 +329,8 @@ impl ShardReader {
             let total: f32 = c.policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
             let mut policy = Vec::with_capacity(len);
             for j in cursor..cursor + len {
-                let m = Move::from_u16(c.policy_move[j]).ok_or_else(|| bad(format!("policy move code {}", c.policy_move[j])))?;
+                let m = Move::from_u16(c.policy_move[j])
+                    .ok_or_else(|| bad(format!("policy move code {}", c.policy_move[j])))?;
                 policy.push((m, if total > 0.0 { c.policy_weight[j] as f32 / total } else { 0.0 }));
             }
             cursor += len;
@@ -335,7 +361,11 @@ impl ShardReader {
         assert_eq!(indices.len(), samples.len(), "one sample per index");
         let n = self.len();
         if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(DataError::BadSample { path: self.path.clone(), index: bad, message: format!("out of range (shard has {n} samples)") });
+            return Err(DataError::BadSample {
+                path: self.path.clone(),
+                index: bad,
+                message: format!("out of range (shard has {n} samples)"),
+            });
         }
         let games: Vec<u32> = self.points("game", indices)?;
         let (offsets, moves) = self.game_moves()?;
@@ -372,7 +402,10 @@ impl ShardReader {
         let offsets: Vec<u32> = self.dataset_raw("game_move_offsets")?;
         let moves: Vec<u16> = self.dataset_raw("game_moves")?;
         if offsets.windows(2).any(|w| w[0] > w[1]) || offsets.last().is_some_and(|&e| e as usize > moves.len()) {
-            return Err(DataError::Inconsistent { path: self.path.clone(), what: "game_move_offsets do not index game_moves".into() });
+            return Err(DataError::Inconsistent {
+                path: self.path.clone(),
+                what: "game_move_offsets do not index game_moves".into(),
+            });
         }
         Ok(self.game_moves.get_or_init(|| (offsets, moves)))
     }
@@ -384,8 +417,12 @@ impl ShardReader {
 
     /// A whole dataset, with an error naming it.
     pub fn dataset_raw<T: hdf5::H5Type>(&self, name: &str) -> Result<Vec<T>> {
-        let ds = self.file.dataset(name).map_err(|_| DataError::MissingDataset { path: self.path.clone(), name: name.to_string() })?;
-        ds.read_raw().map_err(|e| DataError::Hdf5 { path: self.path.clone(), message: format!("dataset {name:?}: {e}") })
+        let ds = self
+            .file
+            .dataset(name)
+            .map_err(|_| DataError::MissingDataset { path: self.path.clone(), name: name.to_string() })?;
+        ds.read_raw()
+            .map_err(|e| DataError::Hdf5 { path: self.path.clone(), message: format!("dataset {name:?}: {e}") })
     }
 
     fn slice<T: hdf5::H5Type + Clone>(&self, name: &str, range: std::ops::Range<usize>) -> Result<Vec<T>> {
@@ -439,7 +476,10 @@ impl ShardReader {
             || move_offsets.windows(2).any(|w| w[0] > w[1])
             || move_offsets.last().is_some_and(|&end| end as usize != moves.len())
         {
-            return Err(DataError::Inconsistent { path: self.path.clone(), what: "game datasets differ in length".into() });
+            return Err(DataError::Inconsistent {
+                path: self.path.clone(),
+                what: "game datasets differ in length".into(),
+            });
         }
         (0..g)
             .map(|i| {
@@ -451,7 +491,10 @@ impl ShardReader {
                     .iter()
                     .map(|&code| Move::from_u16(code))
                     .collect::<Option<Vec<Move>>>()
-                    .ok_or_else(|| DataError::Inconsistent { path: self.path.clone(), what: format!("game {i}: bad move code") })?;
+                    .ok_or_else(|| DataError::Inconsistent {
+                        path: self.path.clone(),
+                        what: format!("game {i}: bad move code"),
+                    })?;
                 Ok(GameInfo {
                     start_sfen: starts[i].as_str().to_string(),
                     moves: game_moves,

@@ -30,7 +30,11 @@ impl WindowSize {
 
     pub fn of(&self, total: usize) -> usize {
         let n = total as f64;
-        let size = if n <= self.c { n } else { self.c * (1.0 + self.beta * ((n / self.c).powf(self.alpha) - 1.0) / self.alpha) };
+        let size = if n <= self.c {
+            n
+        } else {
+            self.c * (1.0 + self.beta * ((n / self.c).powf(self.alpha) - 1.0) / self.alpha)
+        };
         (size as usize).min(self.max).min(total)
     }
 }
@@ -66,7 +70,8 @@ pub struct ReplayWindow {
 
 impl ReplayWindow {
     pub fn open(dir: &Path, size: WindowSize, weights: SampleWeights) -> Result<ReplayWindow> {
-        let mut window = ReplayWindow { dir: dir.to_path_buf(), size, weights, shards: Vec::new(), known: HashSet::new(), total: 0 };
+        let mut window =
+            ReplayWindow { dir: dir.to_path_buf(), size, weights, shards: Vec::new(), known: HashSet::new(), total: 0 };
         window.refresh()?;
         Ok(window)
     }
@@ -74,7 +79,8 @@ impl ReplayWindow {
     /// Picks up shards that appeared since the last call (oldest first, by modification time
     /// then name). Returns how many were added.
     pub fn refresh(&mut self) -> Result<usize> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|source| DataError::Io { path: self.dir.clone(), source })?;
+        let entries =
+            std::fs::read_dir(&self.dir).map_err(|source| DataError::Io { path: self.dir.clone(), source })?;
         let mut new: Vec<(std::time::SystemTime, PathBuf)> = entries
             .flatten()
             .map(|e| e.path())

@@ -30,7 +30,9 @@ fn next_sequence(dir: &Path, prefix: &str) -> Result<u64> {
     let mut next = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(seq) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).and_then(|r| r.strip_suffix(".h5")) {
+        if let Some(seq) =
+            name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')).and_then(|r| r.strip_suffix(".h5"))
+        {
             if let Ok(n) = seq.parse::<u64>() {
                 next = next.max(n + 1);
             }
@@ -91,7 +93,10 @@ impl ShardWriter {
         self.sender.take();
         match self.handle.take().map(JoinHandle::join) {
             Some(Ok(result)) => result,
-            Some(Err(_)) => Err(DataError::Io { path: PathBuf::from("<writer thread>"), source: std::io::Error::other("shard writer panicked") }),
+            Some(Err(_)) => Err(DataError::Io {
+                path: PathBuf::from("<writer thread>"),
+                source: std::io::Error::other("shard writer panicked"),
+            }),
             None => Ok(WriterSummary::default()),
         }
     }

@@ -61,7 +61,10 @@ fn record_directory_imports_replays_and_verifies() {
 
     // The move filter, and strict mode stopping at the first bad file.
     let filtered = tempfile::tempdir().unwrap();
-    let options = ImportOptions { records: koma_data::import::RecordOptions { min_moves: 10, ..Default::default() }, ..Default::default() };
+    let options = ImportOptions {
+        records: koma_data::import::RecordOptions { min_moves: 10, ..Default::default() },
+        ..Default::default()
+    };
     let s2 = import(&[records_dir()], filtered.path(), &options, &mut quiet).unwrap();
     assert!(s2.games < summary.games && s2.skipped.get("too_short").copied().unwrap_or(0) > 0, "{s2:?}");
     let strict = ImportOptions { strict: true, ..ImportOptions::default() };
@@ -93,7 +96,16 @@ fn random_hcpe(games: usize, seed: u64) -> Vec<HcpeRecord> {
             }
             let m = moves[rng.below(moves.len())];
             let eval = rng.below(4001) as i16 - 2000;
-            game.push((HcpeRecord { hcp: encode_hcp(&pos).unwrap(), eval, best_move16: move_to_move16(m), game_result: 0, dummy: 0 }, pos.side_to_move()));
+            game.push((
+                HcpeRecord {
+                    hcp: encode_hcp(&pos).unwrap(),
+                    eval,
+                    best_move16: move_to_move16(m),
+                    game_result: 0,
+                    dummy: 0,
+                },
+                pos.side_to_move(),
+            ));
             pos.do_move(m);
         }
         let result = rng.below(3) as u8;
@@ -132,7 +144,10 @@ fn hcpe_import_export_round_trip() {
     assert!(std::fs::read(&back).unwrap() == std::fs::read(&input).unwrap(), "export differs from the imported file");
 
     let stats = shard_stats(&summary.shards, &mut |_, _| {});
-    assert_eq!((stats.games, stats.position_sets, stats.samples_ply_unknown as usize), (0, summary.shards.len() as u64, records.len()));
+    assert_eq!(
+        (stats.games, stats.position_sets, stats.samples_ply_unknown as usize),
+        (0, summary.shards.len() as u64, records.len())
+    );
 }
 
 #[test]
@@ -155,11 +170,17 @@ fn corrupt_hcpe_names_file_and_record() {
     let problems: Vec<String> = summary.problems.iter().map(|p| p.to_string()).collect();
     assert_eq!(summary.bad_records, 3, "{problems:?}");
     assert_eq!(summary.samples, records.len() - 3);
-    assert!(problems[0].contains("bad.hcpe") && problems[0].contains("record 3:") && problems[0].contains("king"), "{problems:?}");
+    assert!(
+        problems[0].contains("bad.hcpe") && problems[0].contains("record 3:") && problems[0].contains("king"),
+        "{problems:?}"
+    );
     assert!(problems[1].contains("record 6:") && problems[1].contains("illegal"), "{problems:?}");
     assert!(problems[2].contains("record 8:") && problems[2].contains("gameResult 9"), "{problems:?}");
     let n = records.len();
-    assert!(problems[3].contains(&format!("record {n} is truncated")) && problems[3].contains("multiple of 38"), "{problems:?}");
+    assert!(
+        problems[3].contains(&format!("record {n} is truncated")) && problems[3].contains("multiple of 38"),
+        "{problems:?}"
+    );
     assert_eq!(summary.bad_files, 1);
 
     let strict = ImportOptions { strict: true, ..options };

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 
 use koma_data::{
-    flags, result_for, write_shard, DataError, GameSamples, PackedPosition, ReplayWindow, Sample, SampleWeights, ShardReader,
-    ShardWriter, WindowSize,
+    flags, result_for, write_shard, DataError, GameSamples, PackedPosition, ReplayWindow, Sample, SampleWeights,
+    ShardReader, ShardWriter, WindowSize,
 };
 use koma_shogi::{EndReason, GameResult, Handicap, Move, Position, Square};
 
@@ -58,7 +58,10 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
     }
     GameSamples {
         start_sfen: start_pos.to_sfen(),
-        result: GameResult { winner, reason: if winner.is_some() { EndReason::Resignation } else { EndReason::MaxMoves } },
+        result: GameResult {
+            winner,
+            reason: if winner.is_some() { EndReason::Resignation } else { EndReason::MaxMoves },
+        },
         length: samples.len() as u16,
         model: format!("model-{index}"),
         moves: moves_played,
@@ -140,7 +143,10 @@ fn shard_round_trip_and_game_metadata() {
     let infos = reader.games().unwrap();
     assert_eq!(infos.len(), games.len());
     for (info, game) in infos.iter().zip(&games) {
-        assert_eq!((&info.start_sfen, info.result, info.length, &info.model), (&game.start_sfen, game.result, game.length, &game.model));
+        assert_eq!(
+            (&info.start_sfen, info.result, info.length, &info.model),
+            (&game.start_sfen, game.result, game.length, &game.model)
+        );
         assert_eq!(info.samples.len(), game.samples.len());
         assert_eq!(info.moves, game.moves);
     }
@@ -233,7 +239,8 @@ fn writer_thread_and_replay_window() {
     // draws still come from the window only.
     let shards_needed = if extra.samples.len() >= newest { 1 } else { 2 };
     assert_eq!(window.shard_count(), shards_needed);
-    let mut in_window: Vec<PackedPosition> = games[10..].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
+    let mut in_window: Vec<PackedPosition> =
+        games[10..].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
     in_window.extend(extra.samples.iter().map(|s| s.position));
     let batch = window.sample(200, &mut |n| rng.below(n)).unwrap();
     assert_eq!(batch.len(), 200);
@@ -331,7 +338,8 @@ fn a_bad_shard_dropped_after_older_ones_closed_keeps_draws_in_open_shards() {
     assert_eq!(summary.shards.len(), 3);
     let samples = |gs: &[GameSamples]| gs.iter().map(|g| g.samples.len()).sum::<usize>();
     // The window: the last 3 games of the middle shard and the whole newest one.
-    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(samples(&games[5..])), SampleWeights::default()).unwrap();
+    let mut window =
+        ReplayWindow::open(dir.path(), WindowSize::fixed(samples(&games[5..])), SampleWeights::default()).unwrap();
     assert_eq!(window.shard_count(), 2, "the oldest shard is closed");
     // Dropping the newest shard moves the window's start back before the middle shard's.
     assert!(samples(&games[8..]) > samples(&games[4..5]));

@@ -139,7 +139,8 @@ impl Loader {
     pub fn ensure(self: &Arc<Loader>, key: &LoadKey, retry_failed: bool) {
         let mut state = self.lock();
         let failed = matches!(&state.ready, Some((k, Err(_))) if k == key);
-        if state.wanted.as_ref() == Some(key) && (state.loading || (state.ready.is_some() && !(failed && retry_failed))) {
+        if state.wanted.as_ref() == Some(key) && (state.loading || (state.ready.is_some() && !(failed && retry_failed)))
+        {
             return;
         }
         state.wanted = Some(key.clone());

@@ -74,7 +74,6 @@ impl Default for Options {
     }
 }
 
-
 #[derive(Clone, Copy, Debug)]
 enum Kind {
     Check,

@@ -235,7 +235,10 @@ fn bad_positions_and_options_are_reported_and_survived() {
     // The missing model: an error at isready (readyok all the same, so no GUI hangs), and at
     // every go, which resigns rather than play a guess.
     let lines = e.ready();
-    assert!(lines.iter().any(|l| l.starts_with("info string error: cannot load model /no/such dir/model.safetensors")), "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("info string error: cannot load model /no/such dir/model.safetensors")),
+        "{lines:?}"
+    );
     e.send("position startpos");
     e.send("go nodes 10");
     let (best, info) = e.bestmove(SHORT);
@@ -279,7 +282,13 @@ impl Evaluator for BreaksAfter {
 #[test]
 fn a_network_failing_mid_search_is_reported_and_nothing_is_guessed() {
     let mut config = EngineConfig::new(Options::default());
-    config.loader = Arc::new(|_key| Ok(LoadedNet { evaluator: Arc::new(BreaksAfter { good: AtomicUsize::new(3) }), description: "breaks".into(), cuda: false }));
+    config.loader = Arc::new(|_key| {
+        Ok(LoadedNet {
+            evaluator: Arc::new(BreaksAfter { good: AtomicUsize::new(3) }),
+            description: "breaks".into(),
+            cuda: false,
+        })
+    });
     let mut e = Harness::with_config(config);
     e.send("setoption name Model value breaks");
     e.send("setoption name MateSearchPlies value 0");
@@ -289,7 +298,11 @@ fn a_network_failing_mid_search_is_reported_and_nothing_is_guessed() {
     // The visits made before the failure decide the move.
     let (best, info) = e.bestmove(SHORT);
     assert_legal(&Position::startpos(), &best);
-    assert!(info.iter().any(|l| l.starts_with("info string error: network evaluation failed") && l.contains("CUDA out of memory")), "{info:?}");
+    assert!(
+        info.iter()
+            .any(|l| l.starts_with("info string error: network evaluation failed") && l.contains("CUDA out of memory")),
+        "{info:?}"
+    );
     // Now it fails at once: no visits, no guess, a resignation.
     e.send("position startpos moves 7g7f");
     e.send("go nodes 400");
@@ -392,11 +405,7 @@ fn resigns_below_the_threshold_and_uses_the_loader() {
     config.loader = Arc::new(move |key| {
         counter.fetch_add(1, Ordering::SeqCst);
         assert_eq!(key.model.as_deref(), Some("fake model"));
-        Ok(LoadedNet {
-            evaluator: Arc::new(BlackLoses),
-            description: "black loses".into(),
-            cuda: false,
-        })
+        Ok(LoadedNet { evaluator: Arc::new(BlackLoses), description: "black loses".into(), cuda: false })
     });
     let mut e = Harness::with_config(config);
     e.send("setoption name Model value fake model");

@@ -88,7 +88,10 @@ impl SearchConfig {
             ));
         }
         if !(self.c_init > 0.0 && self.c_base > 0.0) {
-            return Err(format!("{prefix}c_init and c_base must be positive (got {} and {})", self.c_init, self.c_base));
+            return Err(format!(
+                "{prefix}c_init and c_base must be positive (got {} and {})",
+                self.c_init, self.c_base
+            ));
         }
         if !(self.fpu_reduction >= 0.0) {
             return Err(format!("{prefix}fpu_reduction = {}: must be 0 or more", self.fpu_reduction));
@@ -107,7 +110,10 @@ impl SearchConfig {
         }
         match self.root {
             RootSelection::Puct => {
-                if !(self.dirichlet_alpha > 0.0) || !(0.0..=1.0).contains(&self.dirichlet_epsilon) || self.dirichlet_epsilon == 0.0 {
+                if !(self.dirichlet_alpha > 0.0)
+                    || !(0.0..=1.0).contains(&self.dirichlet_epsilon)
+                    || self.dirichlet_epsilon == 0.0
+                {
                     return Err(format!(
                         "{prefix}dirichlet_alpha = {} / dirichlet_epsilon = {}: a PUCT root needs alpha > 0 and 0 < epsilon <= 1",
                         self.dirichlet_alpha, self.dirichlet_epsilon
@@ -119,7 +125,9 @@ impl SearchConfig {
                     return Err(format!("{prefix}root.considered_actions = {considered_actions}: must be at least 2"));
                 }
                 if !(c_visit >= 0.0 && c_scale > 0.0) {
-                    return Err(format!("{prefix}root.c_visit = {c_visit}, c_scale = {c_scale}: c_visit >= 0 and c_scale > 0"));
+                    return Err(format!(
+                        "{prefix}root.c_visit = {c_visit}, c_scale = {c_scale}: c_visit >= 0 and c_scale > 0"
+                    ));
                 }
                 if self.forced_playouts_k > 0.0 {
                     return Err(format!(

@@ -60,11 +60,16 @@ pub trait Evaluator: Send + Sync {
 /// and W/D/L share finite. `source` names the evaluator in the error.
 pub fn check_evaluations(source: &str, positions: usize, evaluations: &[Evaluation]) -> Result<(), EvalError> {
     if evaluations.len() != positions {
-        return Err(EvalError(format!("{source} answered {} evaluations for {positions} positions", evaluations.len())));
+        return Err(EvalError(format!(
+            "{source} answered {} evaluations for {positions} positions",
+            evaluations.len()
+        )));
     }
     let bad = evaluations.iter().filter(|e| !e.wdl.iter().chain(&e.priors).all(|x| x.is_finite())).count();
     if bad > 0 {
-        return Err(EvalError(format!("{source} returned non-finite values (NaN or infinity) for {bad} of {positions} positions")));
+        return Err(EvalError(format!(
+            "{source} returned non-finite values (NaN or infinity) for {bad} of {positions} positions"
+        )));
     }
     Ok(())
 }

@@ -28,7 +28,14 @@ fn unit(q: f32) -> f32 {
 }
 
 impl GumbelRoot {
-    pub(crate) fn new(priors: &[f32], considered: usize, budget: u32, c_visit: f32, c_scale: f32, rng: Option<&mut Rng>) -> GumbelRoot {
+    pub(crate) fn new(
+        priors: &[f32],
+        considered: usize,
+        budget: u32,
+        c_visit: f32,
+        c_scale: f32,
+        rng: Option<&mut Rng>,
+    ) -> GumbelRoot {
         let logits: Vec<f32> = priors.iter().map(|&p| p.max(1e-12).ln()).collect();
         let gumbel: Vec<f32> = match rng {
             Some(rng) => (0..priors.len()).map(|_| rng.gumbel() as f32).collect(),
@@ -114,7 +121,8 @@ impl GumbelRoot {
     pub(crate) fn improved_policy(&self, children: &[RootChild], net_value: f32) -> Vec<f32> {
         let max_visits = children.iter().map(|c| c.visits).max().unwrap_or(0);
         let completed = completed_q(&self.logits, children, net_value);
-        let scores: Vec<f32> = self.logits.iter().zip(&completed).map(|(l, &q)| l + self.sigma(q, max_visits)).collect();
+        let scores: Vec<f32> =
+            self.logits.iter().zip(&completed).map(|(l, &q)| l + self.sigma(q, max_visits)).collect();
         let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let exps: Vec<f32> = scores.iter().map(|s| (s - max).exp()).collect();
         let sum: f32 = exps.iter().sum();
@@ -142,7 +150,12 @@ fn completed_q(logits: &[f32], children: &[RootChild], net_value: f32) -> Vec<f3
 
 /// Visited moves keep `own`; unvisited ones get v_mix = (v̂ + N / Σ_visited π · Σ_visited π·own)
 /// / (1 + N), where v̂ is the network's estimate for the root and π the prior.
-fn completed(logits: &[f32], children: &[RootChild], network: f32, own: impl Fn(&RootChild) -> Option<f32>) -> Vec<f32> {
+fn completed(
+    logits: &[f32],
+    children: &[RootChild],
+    network: f32,
+    own: impl Fn(&RootChild) -> Option<f32>,
+) -> Vec<f32> {
     let total_visits: u32 = children.iter().map(|c| c.visits).sum();
     let (mut visited_prior, mut weighted) = (0.0f32, 0.0f32);
     for (c, l) in children.iter().zip(logits) {

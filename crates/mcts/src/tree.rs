@@ -116,10 +116,11 @@ impl Tree {
             node.parent = if old == new_root { NONE } else { new_index[node.parent as usize] };
             let range = self.edge_range(old);
             node.first_edge = edges.len() as u32;
-            edges.extend(self.edges[range].iter().map(|e| Edge {
-                child: if e.child == NONE { NONE } else { new_index[e.child as usize] },
-                ..*e
-            }));
+            edges.extend(
+                self.edges[range]
+                    .iter()
+                    .map(|e| Edge { child: if e.child == NONE { NONE } else { new_index[e.child as usize] }, ..*e }),
+            );
             nodes.push(node);
         }
         self.nodes = nodes;

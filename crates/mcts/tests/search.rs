@@ -21,8 +21,16 @@ impl Evaluator for PawnPlacement {
         Ok(positions
             .iter()
             .map(|p| {
-                let black_pawn = |s: &str| p.piece_at(sq(s)).is_some_and(|pc| pc.color() == Color::Black && pc.piece_type() == PieceType::Pawn);
-                let black_view = if black_pawn("7f") { 0.3 } else if black_pawn("2f") { -0.3 } else { 0.0 };
+                let black_pawn = |s: &str| {
+                    p.piece_at(sq(s)).is_some_and(|pc| pc.color() == Color::Black && pc.piece_type() == PieceType::Pawn)
+                };
+                let black_view = if black_pawn("7f") {
+                    0.3
+                } else if black_pawn("2f") {
+                    -0.3
+                } else {
+                    0.0
+                };
                 let v = if p.side_to_move() == Color::Black { black_view } else { -black_view };
                 Evaluation { priors: Vec::new(), wdl: [(1.0 + v) / 2.0, 0.0, (1.0 - v) / 2.0] }
             })
@@ -77,8 +85,13 @@ fn avoids_moves_that_allow_a_mate_in_one() {
             if moves.is_empty() {
                 break;
             }
-            let captures: Vec<Move> = moves.iter().copied().filter(|m| m.is_drop() || pos.piece_at(m.to()).is_some()).collect();
-            let m = if !captures.is_empty() && rng.below(2) == 0 { captures[rng.below(captures.len())] } else { moves[rng.below(moves.len())] };
+            let captures: Vec<Move> =
+                moves.iter().copied().filter(|m| m.is_drop() || pos.piece_at(m.to()).is_some()).collect();
+            let m = if !captures.is_empty() && rng.below(2) == 0 {
+                captures[rng.below(captures.len())]
+            } else {
+                moves[rng.below(moves.len())]
+            };
             pos.do_move(m);
         }
         if pos.legal_moves().is_empty() || pos.mate_in_one().is_some() {
@@ -98,7 +111,12 @@ fn avoids_moves_that_allow_a_mate_in_one() {
         let mut search = Search::new(SearchConfig::evaluation(), GameRules::default(), 3);
         search.run(&mut pos, &UniformEvaluator, 600, 8).unwrap();
         let chosen = search.select_move(0.0).unwrap();
-        assert!(!allows_mate(&mut pos, chosen), "{chosen} allows mate in {} ({bad}/{} moves do)", pos.to_sfen(), moves.len());
+        assert!(
+            !allows_mate(&mut pos, chosen),
+            "{chosen} allows mate in {} ({bad}/{} moves do)",
+            pos.to_sfen(),
+            moves.len()
+        );
         tested += 1;
         if tested == 12 {
             break;
@@ -133,7 +151,10 @@ fn evaluation_mode_is_deterministic_and_self_play_adds_noise() {
     assert_eq!(a, b);
     assert_eq!(ma, mb);
     // Temperature off: the most visited move (ties by value), not a draw among visited moves.
-    let most_visited = a.iter().max_by(|x, y| (x.visits, x.q.unwrap_or(-2.0)).partial_cmp(&(y.visits, y.q.unwrap_or(-2.0))).unwrap()).unwrap();
+    let most_visited = a
+        .iter()
+        .max_by(|x, y| (x.visits, x.q.unwrap_or(-2.0)).partial_cmp(&(y.visits, y.q.unwrap_or(-2.0))).unwrap())
+        .unwrap();
     assert_eq!(ma, Some(most_visited.mv));
     assert!(a.iter().all(|c| (c.prior - 1.0 / 30.0).abs() < 1e-6), "evaluation mode changed the priors");
     let (noisy, _) = run(SearchConfig::default(), 1);
@@ -200,7 +221,8 @@ fn mate_in_one_at_expansion_is_scored_without_the_network() {
     let evaluated = |mate_in_one: bool| {
         let recording = Recording::default();
         let mate_plies = if mate_in_one { 1 } else { 0 };
-        let mut search = Search::new(SearchConfig { mate_plies, ..SearchConfig::evaluation() }, GameRules::default(), 1);
+        let mut search =
+            Search::new(SearchConfig { mate_plies, ..SearchConfig::evaluation() }, GameRules::default(), 1);
         let mut pos = root.clone();
         search.run(&mut pos, &recording, 300, 8).unwrap();
         let positions = recording.0.into_inner().unwrap();
@@ -302,7 +324,8 @@ fn terminal_values_come_from_the_rules() {
     assert_eq!(search.select_leaf(&mut mated, |_| {}), Selection::NoMoves);
     // A repetition is scored as the cycle's outcome: Black's 5i4i repeats a position (a draw, 0)
     // while every other move reaches a position the evaluator calls lost for Black.
-    let mut pos = koma_shogi::usi::parse_position("sfen 4k4/9/9/9/9/9/9/9/4K4 b G 1 moves 5i4i 5a4a 4i5i 4a5a").unwrap();
+    let mut pos =
+        koma_shogi::usi::parse_position("sfen 4k4/9/9/9/9/9/9/9/4K4 b G 1 moves 5i4i 5a4a 4i5i 4a5a").unwrap();
     let mut search = Search::new(quiet(SearchConfig::evaluation()), GameRules::default(), 1);
     search.run(&mut pos, &SideToMoveWins, 300, 1).unwrap();
     let children = search.root_children();

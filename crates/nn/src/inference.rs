@@ -29,7 +29,6 @@ use crate::encoding::{self, InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABEL
 use crate::error::{Error, Result};
 use crate::model::{Net, VALUE_OUTPUTS};
 
-
 /// An early middle game with a bishop in hand and one dropped, for [`Network::probe`].
 const PROBE_SFEN: &str = "lnsgkg1nl/1r5s1/pppppp1pp/6p2/5B3/2P6/PP1PPPPPP/7R1/LNSGKGSNL w b 6";
 

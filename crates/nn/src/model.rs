@@ -226,11 +226,22 @@ impl Net {
 
     /// [`Net::forward_t`] plus the opponent-reply logits `(N, 2187)` (labels in the opponent's
     /// frame, see the module docs) when the network has that head: what training computes.
-    pub fn forward_with_reply_t(&self, input1: &Tensor, input2: &Tensor, train: bool) -> (Tensor, Tensor, Option<Tensor>) {
+    pub fn forward_with_reply_t(
+        &self,
+        input1: &Tensor,
+        input2: &Tensor,
+        train: bool,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
         self.forward_heads(input1, input2, train, true)
     }
 
-    fn forward_heads(&self, input1: &Tensor, input2: &Tensor, train: bool, with_reply: bool) -> (Tensor, Tensor, Option<Tensor>) {
+    fn forward_heads(
+        &self,
+        input1: &Tensor,
+        input2: &Tensor,
+        train: bool,
+        with_reply: bool,
+    ) -> (Tensor, Tensor, Option<Tensor>) {
         let a = self.activation;
         let n = input1.size()[0];
         let x = Tensor::cat(&[input1, input2], 1);
@@ -285,7 +296,9 @@ pub fn randomize(vs: &tch::nn::VarStore, seed: u64) {
         let u = Tensor::rand_like(&t);
         let (lo, hi) = if name.ends_with("running_var") {
             (0.5, 2.0)
-        } else if name.ends_with("running_mean") || (name.ends_with(".bias") && name != "policy.bias" && name != "reply.bias") {
+        } else if name.ends_with("running_mean")
+            || (name.ends_with(".bias") && name != "policy.bias" && name != "reply.bias")
+        {
             (-0.2, 0.2)
         } else if name.contains(".bn") && name.ends_with(".weight") {
             (0.5, 1.5)
@@ -424,8 +437,10 @@ mod tests {
         let net = Net::new(&vs.root(), &config);
         randomize(&vs, 5);
         tch::manual_seed(1);
-        let in1 = Tensor::rand([2, FEATURES1_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.8).to_kind(Kind::Float);
-        let in2 = Tensor::rand([2, FEATURES2_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.5).to_kind(Kind::Float);
+        let in1 =
+            Tensor::rand([2, FEATURES1_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.8).to_kind(Kind::Float);
+        let in2 =
+            Tensor::rand([2, FEATURES2_NUM as i64, 9, 9], (Kind::Float, Device::Cpu)).ge(0.5).to_kind(Kind::Float);
         let (_, _, reply) = net.forward_with_reply_t(&in1, &in2, false);
         let reply = reply.unwrap();
         // Recompute the map by hand from the shared policy planes.

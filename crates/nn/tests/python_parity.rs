@@ -150,7 +150,13 @@ fn rust_torch_and_onnx_agree() {
         assert_eq!(s["value_shape"], serde_json::json!([positions.len(), 1]));
         assert!(s["logit_scale"].as_f64().unwrap() > 0.1, "{name}: degenerate outputs");
         assert_eq!(s["reply_in_onnx"], serde_json::json!([]), "{name}: the ONNX graph holds reply weights");
-        for key in ["rust_vs_torch_policy", "rust_vs_torch_wdl", "rust_vs_torch_reply", "rust_vs_onnx_policy", "rust_vs_onnx_value"] {
+        for key in [
+            "rust_vs_torch_policy",
+            "rust_vs_torch_wdl",
+            "rust_vs_torch_reply",
+            "rust_vs_onnx_policy",
+            "rust_vs_onnx_value",
+        ] {
             let d = s[key].as_f64().unwrap();
             worst = worst.max(d);
             assert!(d < 1e-4, "{name}: {key} = {d}");

@@ -159,7 +159,8 @@ fn model_config(value: Option<&toml::Value>) -> std::result::Result<ModelConfig,
             return Err("[model]: give either `preset` or a full model config, not both".into());
         }
         let name = preset.as_str().ok_or("[model] preset must be a string")?;
-        return ModelConfig::preset(name).ok_or_else(|| format!("[model] preset = {name:?}: expected tiny or standard"));
+        return ModelConfig::preset(name)
+            .ok_or_else(|| format!("[model] preset = {name:?}: expected tiny or standard"));
     }
     value.clone().try_into().map_err(|e: toml::de::Error| format!("[model]: {e}"))
 }
@@ -184,7 +185,9 @@ pub fn opening_suite_text(spec: &str) -> std::result::Result<Option<String>, Str
     match spec.trim() {
         "" => Ok(None),
         "builtin:balanced-8" => Ok(Some(BALANCED_8.to_string())),
-        s if s.starts_with("builtin:") => Err(format!("openings = {s:?}: the only built-in suite is builtin:balanced-8")),
+        s if s.starts_with("builtin:") => {
+            Err(format!("openings = {s:?}: the only built-in suite is builtin:balanced-8"))
+        }
         path => std::fs::read_to_string(path).map(Some).map_err(|e| format!("openings = {path:?}: {e}")),
     }
 }
@@ -211,13 +214,15 @@ impl PipelineConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<PipelineConfig> {
-        let text = std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
         PipelineConfig::parse(&text, &path.display().to_string())
     }
 
     /// The embedded default (`configs/tiny-cpu.toml`).
     pub fn embedded_default() -> PipelineConfig {
-        PipelineConfig::parse(DEFAULT_CONFIG, "configs/tiny-cpu.toml (embedded)").expect("the embedded default config is valid")
+        PipelineConfig::parse(DEFAULT_CONFIG, "configs/tiny-cpu.toml (embedded)")
+            .expect("the embedded default config is valid")
     }
 
     fn validate(&self) -> std::result::Result<(), String> {
@@ -229,7 +234,10 @@ impl PipelineConfig {
             return Err("[train] device and threads are set in [run] for the pipeline (device, threads)".into());
         }
         self.run.device.parse::<koma_nn::DeviceSpec>().map_err(|e| format!("[run] device: {e}"))?;
-        self.run.inference_precision.parse::<koma_nn::Precision>().map_err(|e| format!("[run] inference_precision: {e}"))?;
+        self.run
+            .inference_precision
+            .parse::<koma_nn::Precision>()
+            .map_err(|e| format!("[run] inference_precision: {e}"))?;
         if !(self.run.minutes >= 0.0 && self.run.minutes.is_finite()) {
             return Err(format!("[run] minutes = {}: must be ≥ 0", self.run.minutes));
         }
@@ -243,7 +251,10 @@ impl PipelineConfig {
             return Err("[run] games_per_shard must be ≥ 1".into());
         }
         if !self.run.records.is_empty() && koma_selfplay::RecordFormat::from_name(&self.run.records).is_none() {
-            return Err(format!("[run] records = {:?}: expected kif, kifu, csa, ki2, usi, sfen or \"\"", self.run.records));
+            return Err(format!(
+                "[run] records = {:?}: expected kif, kifu, csa, ki2, usi, sfen or \"\"",
+                self.run.records
+            ));
         }
         opening_suite_text(&self.run.openings).map_err(|e| format!("[run] {e}"))?;
         opening_suite_text(&self.arena.openings).map_err(|e| format!("[arena] {e}"))?;
@@ -254,7 +265,8 @@ impl PipelineConfig {
             return Err("[gating] games must be ≥ 1 when gating is enabled".into());
         }
         for r in &self.arena.references {
-            crate::players::reference_factory(r, self.arena.simulations, self.arena_rules()).map_err(|e| format!("[arena] references: {e}"))?;
+            crate::players::reference_factory(r, self.arena.simulations, self.arena_rules())
+                .map_err(|e| format!("[arena] references: {e}"))?;
         }
         Ok(())
     }

@@ -63,10 +63,11 @@ impl<'a> Arena<'a> {
         }
         let rules = self.config.arena_rules();
         let f = match who {
-            Contestant::Model(m) => checkpoint_factory(&m.path, Budget::Simulations(simulations), rules, &self.config.inference_options()?)?,
-            Contestant::Reference(r) => {
-                reference_factory(r, simulations, rules).map_err(|message| PipelineError::Config { origin: "[arena] references".into(), message })?
+            Contestant::Model(m) => {
+                checkpoint_factory(&m.path, Budget::Simulations(simulations), rules, &self.config.inference_options()?)?
             }
+            Contestant::Reference(r) => reference_factory(r, simulations, rules)
+                .map_err(|message| PipelineError::Config { origin: "[arena] references".into(), message })?,
         };
         self.factories.insert(who.clone(), f.clone());
         Ok(f)
@@ -74,7 +75,16 @@ impl<'a> Arena<'a> {
 
     /// Plays `games` games (colour-swapped pairs over the opening suite) of `a` against `b`,
     /// appending results to `results`. Games are saved under `arena/games/` when `keep_games`.
-    pub fn play(&mut self, a: &Contestant, b: &Contestant, games: usize, simulations: u32, results: PathBuf, keep_games: bool, on_game: &mut dyn FnMut(usize)) -> Result<MatchSummary> {
+    pub fn play(
+        &mut self,
+        a: &Contestant,
+        b: &Contestant,
+        games: usize,
+        simulations: u32,
+        results: PathBuf,
+        keep_games: bool,
+        on_game: &mut dyn FnMut(usize),
+    ) -> Result<MatchSummary> {
         self.play_from(0, a, b, games, simulations, results, keep_games, on_game)
     }
 
@@ -148,7 +158,14 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
     };
     let ratings: Vec<RatingPoint> = fit(&games, &anchor)
         .into_iter()
-        .map(|r| RatingPoint { step: step_of_player(&r.player), player: r.player, elo: r.elo, margin: r.margin, games: r.games, points: r.points })
+        .map(|r| RatingPoint {
+            step: step_of_player(&r.player),
+            player: r.player,
+            elo: r.elo,
+            margin: r.margin,
+            games: r.games,
+            points: r.points,
+        })
         .collect();
     let text = serde_json::to_string_pretty(&ratings).expect("serialisable");
     koma_nn::checkpoint::write_atomic(&run.ratings_file(), text.as_bytes())?;
@@ -178,18 +195,33 @@ fn report_plan(models: &[ModelRef], config: &PipelineConfig) -> Vec<(String, Con
     if a.games > 0 {
         plan.push((format!("last model vs model 0 ({} games)", a.games), newest.clone(), m0.clone(), a.games));
         for r in &a.references {
-            plan.push((format!("last model vs {r} ({} games)", a.games), newest.clone(), Contestant::Reference(r.clone()), a.games));
+            plan.push((
+                format!("last model vs {r} ({} games)", a.games),
+                newest.clone(),
+                Contestant::Reference(r.clone()),
+                a.games,
+            ));
         }
     }
     if a.curve_games > 0 {
         if let Some(reference) = a.references.first() {
-            plan.push((format!("Elo curve: model 0 vs {reference}"), m0.clone(), Contestant::Reference(reference.clone()), a.curve_games));
+            plan.push((
+                format!("Elo curve: model 0 vs {reference}"),
+                m0.clone(),
+                Contestant::Reference(reference.clone()),
+                a.curve_games,
+            ));
         }
         for m in spaced(models, a.curve_models) {
             let who = Contestant::Model(m.clone());
             plan.push((format!("Elo curve: {} vs model 0", m.name()), who.clone(), m0.clone(), a.curve_games));
             if let Some(reference) = a.references.first() {
-                plan.push((format!("Elo curve: {} vs {reference}", m.name()), who, Contestant::Reference(reference.clone()), a.curve_games));
+                plan.push((
+                    format!("Elo curve: {} vs {reference}", m.name()),
+                    who,
+                    Contestant::Reference(reference.clone()),
+                    a.curve_games,
+                ));
             }
         }
     }
@@ -198,7 +230,12 @@ fn report_plan(models: &[ModelRef], config: &PipelineConfig) -> Vec<(String, Con
 
 /// Plays the report's matches (see [`report_plan`]) and fits the ratings. None when the run has
 /// no trained checkpoint yet. `cancel` cuts it short: finished games still count.
-pub fn report(run: &RunDir, config: &PipelineConfig, cancel: Arc<AtomicBool>, events: &Sender<Event>) -> Result<Option<Report>> {
+pub fn report(
+    run: &RunDir,
+    config: &PipelineConfig,
+    cancel: Arc<AtomicBool>,
+    events: &Sender<Event>,
+) -> Result<Option<Report>> {
     let models = run.models()?;
     if models.len() < 2 {
         let _ = events.send(Event::Note("no trained checkpoint yet: no arena report".into()));
@@ -228,7 +265,12 @@ pub fn report(run: &RunDir, config: &PipelineConfig, cancel: Arc<AtomicBool>, ev
 
 /// During the run: every `[arena] every_models` new checkpoints, the newest plays `curve_games`
 /// against model 0. Returns when `stop` is set.
-pub fn run_evaluator(run: &RunDir, config: &PipelineConfig, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<()> {
+pub fn run_evaluator(
+    run: &RunDir,
+    config: &PipelineConfig,
+    stop: Arc<AtomicBool>,
+    events: &Sender<Event>,
+) -> Result<()> {
     let every = config.arena.every_models;
     let mut evaluated = run.models()?.len();
     while !stop.load(Ordering::SeqCst) {
@@ -240,7 +282,15 @@ pub fn run_evaluator(run: &RunDir, config: &PipelineConfig, stop: Arc<AtomicBool
         evaluated = models.len();
         let (m0, newest) = (models[0].clone(), models[models.len() - 1].clone());
         let mut arena = Arena::new(run, config, stop.clone())?;
-        let summary = arena.play(&Contestant::Model(newest.clone()), &Contestant::Model(m0), config.arena.curve_games, config.arena.simulations, run.arena_results(), false, &mut |_| {})?;
+        let summary = arena.play(
+            &Contestant::Model(newest.clone()),
+            &Contestant::Model(m0),
+            config.arena.curve_games,
+            config.arena.simulations,
+            run.arena_results(),
+            false,
+            &mut |_| {},
+        )?;
         tracing::info!("evaluation: {}", summary.line());
         let _ = events.send(Event::Arena { label: format!("{} vs model 0", newest.name()), summary });
     }
@@ -250,7 +300,12 @@ pub fn run_evaluator(run: &RunDir, config: &PipelineConfig, stop: Arc<AtomicBool
 /// The gatekeeper: makes model 0 the self-play model, then plays each new checkpoint against the
 /// current one and makes it current only if it scores at least `[gating] min_score`. Writes
 /// `models/current.json` (self-play follows it) and `arena/gating.jsonl`.
-pub fn run_gatekeeper(run: &RunDir, config: &PipelineConfig, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<()> {
+pub fn run_gatekeeper(
+    run: &RunDir,
+    config: &PipelineConfig,
+    stop: Arc<AtomicBool>,
+    events: &Sender<Event>,
+) -> Result<()> {
     let g = &config.gating;
     if !run.has_current() {
         if let Some(m0) = run.model_zero()? {
@@ -293,7 +348,12 @@ mod tests {
     use super::*;
 
     fn models(n: u64) -> Vec<ModelRef> {
-        (0..n).map(|i| ModelRef { step: i * 100, path: PathBuf::from(format!("models/model-{:08}.safetensors", i * 100)) }).collect()
+        (0..n)
+            .map(|i| ModelRef {
+                step: i * 100,
+                path: PathBuf::from(format!("models/model-{:08}.safetensors", i * 100)),
+            })
+            .collect()
     }
 
     #[test]
@@ -307,7 +367,11 @@ mod tests {
 
     #[test]
     fn report_plans_headline_matches_first() {
-        let config = PipelineConfig::parse("[arena]\ngames = 10\nreferences = [\"greedy\", \"random\"]\ncurve_models = 2\ncurve_games = 4\n", "x").unwrap();
+        let config = PipelineConfig::parse(
+            "[arena]\ngames = 10\nreferences = [\"greedy\", \"random\"]\ncurve_models = 2\ncurve_games = 4\n",
+            "x",
+        )
+        .unwrap();
         let plan = report_plan(&models(5), &config);
         let labels: Vec<&str> = plan.iter().map(|p| p.0.as_str()).collect();
         assert!(labels[0].starts_with("last model vs model 0"), "{labels:?}");

@@ -90,22 +90,54 @@ pub enum Event {
     SelfPlayWaiting,
     SelfPlay(SelfPlayStatus),
     /// Self-play switched to a new model (it starts the next games with it).
-    ModelSwitched { model: String },
-    TrainStarted { step: u64, target: Option<u64>, resumed: bool, window: WindowInfo, device: String, precision: &'static str },
-    TrainStep { step: u64, loss: f32 },
+    ModelSwitched {
+        model: String,
+    },
+    TrainStarted {
+        step: u64,
+        target: Option<u64>,
+        resumed: bool,
+        window: WindowInfo,
+        device: String,
+        precision: &'static str,
+    },
+    TrainStep {
+        step: u64,
+        loss: f32,
+    },
     TrainMetrics(MetricsRecord),
     TrainWaiting(WaitInfo),
-    Checkpoint { step: u64, path: PathBuf },
+    Checkpoint {
+        step: u64,
+        path: PathBuf,
+    },
     /// The gatekeeper's verdict on a candidate.
-    Gating { summary: MatchSummary, accepted: bool },
+    Gating {
+        summary: MatchSummary,
+        accepted: bool,
+    },
     /// A match of an evaluation (during the run or in the end report), with its purpose.
-    Arena { label: String, summary: MatchSummary },
+    Arena {
+        label: String,
+        summary: MatchSummary,
+    },
     /// The end-of-run report is playing `planned` matches; `done` are finished.
-    ReportProgress { done: usize, planned: usize, current: String, games: usize },
+    ReportProgress {
+        done: usize,
+        planned: usize,
+        current: String,
+        games: usize,
+    },
     /// A note worth a line in the log and on the screen.
     Note(String),
     /// A stage made no progress for `[run] stall_minutes` (see `watchdog`).
-    Stalled { stage: &'static str, activity: &'static str, seconds: f64 },
+    Stalled {
+        stage: &'static str,
+        activity: &'static str,
+        seconds: f64,
+    },
     /// A stalled stage progresses again.
-    Unstalled { stage: &'static str },
+    Unstalled {
+        stage: &'static str,
+    },
 }

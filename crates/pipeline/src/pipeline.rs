@@ -179,7 +179,12 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         run.clear_current()?;
     }
 
-    let mut train_options = TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path.clone())), (steps > 0).then_some(steps), config.train_config());
+    let mut train_options = TrainOptions::new(
+        run.train_paths(),
+        Some(ModelInit::Checkpoint(model_zero.path.clone())),
+        (steps > 0).then_some(steps),
+        config.train_config(),
+    );
     train_options.resume = ResumeMode::IfPresent;
     train_options.follow = true;
     let stages_stop = Arc::new(AtomicBool::new(false));
@@ -192,7 +197,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
 
     // The stages report here; this loop passes their events on, watching them for stalls.
     let (stage_events, stage_receiver) = crossbeam::channel::unbounded::<Event>();
-    let mut watchdog = (config.run.stall_minutes > 0.0).then(|| Watchdog::new(Duration::from_secs_f64(config.run.stall_minutes * 60.0), Instant::now()));
+    let mut watchdog = (config.run.stall_minutes > 0.0)
+        .then(|| Watchdog::new(Duration::from_secs_f64(config.run.stall_minutes * 60.0), Instant::now()));
     let mut relay = || {
         let now = Instant::now();
         for event in stage_receiver.try_iter() {
@@ -210,7 +216,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     // Which stage ended first (an error, a panic): its error is the run's, the others followed.
     let mut first_ended: Option<&'static str> = None;
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
-        let trainer = scope.spawn(|| koma_train::train(&train_options, &mut |p| forward_train_progress(p, stage_events)));
+        let trainer =
+            scope.spawn(|| koma_train::train(&train_options, &mut |p| forward_train_progress(p, stage_events)));
         let selfplay = scope.spawn(|| run_selfplay(run, config, &prefix, stages_stop.clone(), stage_events));
         let mut side = Vec::new();
         if config.gating.enabled {
@@ -251,11 +258,19 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             }
         }
         let _ = events.send(Event::Note("stopping: the trainer writes its checkpoint, self-play its shards".into()));
-        let panicked = |stage: &'static str| move |panic: Box<dyn std::any::Any + Send>| PipelineError::Stage { stage, message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())) };
+        let panicked = |stage: &'static str| {
+            move |panic: Box<dyn std::any::Any + Send>| PipelineError::Stage {
+                stage,
+                message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())),
+            }
+        };
         let train_result = trainer.join().map_err(panicked("trainer")).and_then(|r| r.map_err(PipelineError::Train));
-        let selfplay_result = selfplay.join().map_err(panicked("self-play")).and_then(|r| r.map_err(in_stage("self-play")));
-        let side_results: Vec<(&'static str, Result<()>)> =
-            side.into_iter().map(|(name, h)| (name, h.join().map_err(panicked(name)).and_then(|r| r.map_err(in_stage(name))))).collect();
+        let selfplay_result =
+            selfplay.join().map_err(panicked("self-play")).and_then(|r| r.map_err(in_stage("self-play")));
+        let side_results: Vec<(&'static str, Result<()>)> = side
+            .into_iter()
+            .map(|(name, h)| (name, h.join().map_err(panicked(name)).and_then(|r| r.map_err(in_stage(name)))))
+            .collect();
         relay();
         (train_result, selfplay_result, side_results)
     });
@@ -264,7 +279,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let (train, selfplay) = stage_outcomes(train_result, selfplay_result, side_results, first_ended)?;
     if stage_ended {
         // A stage ended on its own and yet without an error: that is a bug, and said so.
-        return Err(log_failure(PipelineError::Stage { stage: "pipeline", message: "a stage ended without an error before the stop".into() }));
+        return Err(log_failure(PipelineError::Stage {
+            stage: "pipeline",
+            message: "a stage ended without an error before the stop".into(),
+        }));
     }
     let report_started = Instant::now();
     let report = if options.report && reason != StopReason::Interrupted {
@@ -363,14 +381,29 @@ mod tests {
         // A full disk: the shard writer fails first; the trainer's checkpoint at the stop fails
         // after it. The run's error is self-play's, not the trainer's.
         let trainer = Err(PipelineError::Train(koma_train::TrainError::Config("checkpoint: no space left".into())));
-        let outcome = stage_outcomes(trainer, Err(failed("self-play", "the shard writer failed")), vec![("evaluator", Ok(()))], Some("self-play"));
+        let outcome = stage_outcomes(
+            trainer,
+            Err(failed("self-play", "the shard writer failed")),
+            vec![("evaluator", Ok(()))],
+            Some("self-play"),
+        );
         assert!(outcome.err().unwrap().to_string().contains("shard writer"));
         // No stage ended first (a time limit, then failures at the stop): stage order decides.
-        let outcome = stage_outcomes(Err(PipelineError::Train(koma_train::TrainError::Config("x".into()))), Err(failed("self-play", "y")), vec![], None);
+        let outcome = stage_outcomes(
+            Err(PipelineError::Train(koma_train::TrainError::Config("x".into()))),
+            Err(failed("self-play", "y")),
+            vec![],
+            None,
+        );
         assert!(outcome.err().unwrap().to_string().starts_with("trainer"));
         // A side stage that ended first is the cause, even with self-play failing after it.
         let trainer = Err(PipelineError::Train(koma_train::TrainError::Config("stopped".into())));
-        let outcome = stage_outcomes(trainer, Err(failed("self-play", "later")), vec![("gatekeeper", Ok(())), ("evaluator", Err(failed("evaluator", "first")))], Some("evaluator"));
+        let outcome = stage_outcomes(
+            trainer,
+            Err(failed("self-play", "later")),
+            vec![("gatekeeper", Ok(())), ("evaluator", Err(failed("evaluator", "first")))],
+            Some("evaluator"),
+        );
         assert_eq!(outcome.err().unwrap().to_string(), "evaluator: first");
     }
 }

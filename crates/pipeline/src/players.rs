@@ -10,8 +10,8 @@ use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Pl
 use koma_mcts::{EvalError, Evaluation, Evaluator};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::{EvaluatorSlot, InferenceClient, InferenceServer};
-use koma_shogi::Position;
 use koma_shogi::rules::GameRules;
+use koma_shogi::Position;
 
 use crate::error::Result;
 
@@ -43,14 +43,19 @@ pub fn budget_label(budget: Budget) -> String {
 }
 
 /// A built-in reference player; an error for any other name.
-pub fn reference_factory(spec: &str, default_simulations: u32, rules: GameRules) -> std::result::Result<PlayerFactory, String> {
+pub fn reference_factory(
+    spec: &str,
+    default_simulations: u32,
+    rules: GameRules,
+) -> std::result::Result<PlayerFactory, String> {
     let (name, budget) = split_budget(spec, default_simulations)?;
     let label = format!("{name}@{}", budget_label(budget));
     match name {
         "random" => Ok(Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
         "greedy" => Ok(Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
         "mcts-material" => Ok(Arc::new(move |seed| {
-            Ok(Box::new(MctsPlayer::with_budget(&label, Arc::new(MaterialEvaluator), budget, 8, rules, seed)) as Box<dyn Player>)
+            Ok(Box::new(MctsPlayer::with_budget(&label, Arc::new(MaterialEvaluator), budget, 8, rules, seed))
+                as Box<dyn Player>)
         })),
         _ => Err(format!("{spec:?} is not a reference player (random, greedy, mcts-material[@N])")),
     }
@@ -58,18 +63,28 @@ pub fn reference_factory(spec: &str, default_simulations: u32, rules: GameRules)
 
 /// The name a checkpoint plays under: `model-STEP@BUDGET` (what results and ratings record).
 pub fn checkpoint_player_name(path: &Path, budget: Budget) -> String {
-    format!("{}@{}", path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(), budget_label(budget))
+    format!(
+        "{}@{}",
+        path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default(),
+        budget_label(budget)
+    )
 }
 
 /// A checkpoint searched with MCTS, named by [`checkpoint_player_name`]. All games of the
 /// factory share one inference thread, so the leaves of concurrent games merge into its batches.
-pub fn checkpoint_factory(path: &Path, budget: Budget, rules: GameRules, options: &RunOptions) -> Result<PlayerFactory> {
+pub fn checkpoint_factory(
+    path: &Path,
+    budget: Budget,
+    rules: GameRules,
+    options: &RunOptions,
+) -> Result<PlayerFactory> {
     let network = Network::load(path, options)?;
     let label = checkpoint_player_name(path, budget);
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
     let server = Arc::new(InferenceServer::spawn(slot, 1024));
     Ok(Arc::new(move |seed| {
-        let evaluator: Arc<dyn Evaluator> = Arc::new(ServerClient { client: server.client(), server: Arc::downgrade(&server) });
+        let evaluator: Arc<dyn Evaluator> =
+            Arc::new(ServerClient { client: server.client(), server: Arc::downgrade(&server) });
         Ok(Box::new(MctsPlayer::with_budget(&label, evaluator, budget, SEARCH_BATCH, rules, seed)) as Box<dyn Player>)
     }))
 }
@@ -85,7 +100,9 @@ struct ServerClient {
 
 impl Evaluator for ServerClient {
     fn evaluate(&self, positions: &[&Position]) -> std::result::Result<Vec<Evaluation>, EvalError> {
-        self.client.evaluate(positions).map_err(|error| self.server.upgrade().and_then(|server| server.failure()).unwrap_or(error))
+        self.client
+            .evaluate(positions)
+            .map_err(|error| self.server.upgrade().and_then(|server| server.failure()).unwrap_or(error))
     }
 }
 

@@ -94,13 +94,15 @@ impl RunDir {
         if self.exists() {
             return Err(PipelineError::Run {
                 path: self.root.clone(),
-                message: "already holds a run (config.toml exists): continue it with --resume, or choose another --run".into(),
+                message: "already holds a run (config.toml exists): continue it with --resume, or choose another --run"
+                    .into(),
             });
         }
         if self.models_dir().is_dir() || self.selfplay_dir().is_dir() {
             return Err(PipelineError::Run {
                 path: self.root.clone(),
-                message: "has models/ or selfplay/ but no config.toml: not a run koma started; choose another --run".into(),
+                message: "has models/ or selfplay/ but no config.toml: not a run koma started; choose another --run"
+                    .into(),
             });
         }
         self.make_dirs()?;
@@ -183,12 +185,17 @@ impl RunDir {
         let file = self.current_file();
         match std::fs::read_to_string(&file) {
             Ok(text) => {
-                let current: ModelRef = serde_json::from_str(&text)
-                    .map_err(|e| PipelineError::Run { path: file.clone(), message: format!("not a model reference: {e}") })?;
+                let current: ModelRef = serde_json::from_str(&text).map_err(|e| PipelineError::Run {
+                    path: file.clone(),
+                    message: format!("not a model reference: {e}"),
+                })?;
                 // Stored relative to the run, so a run directory can be moved.
                 let path = self.root.join(&current.path);
                 if !path.is_file() {
-                    return Err(PipelineError::Run { path: file, message: format!("names {}, which does not exist", path.display()) });
+                    return Err(PipelineError::Run {
+                        path: file,
+                        message: format!("names {}, which does not exist", path.display()),
+                    });
                 }
                 Ok(Some(ModelRef { step: current.step, path }))
             }

@@ -92,7 +92,10 @@ fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> 
         Err(e) => e,
     };
     if run.has_current() {
-        return Err(PipelineError::Stage { stage: "self-play", message: format!("cannot use the gated current model: {current_error}") });
+        return Err(PipelineError::Stage {
+            stage: "self-play",
+            message: format!("cannot use the gated current model: {current_error}"),
+        });
     }
     tracing::error!("self-play: cannot use the current model {}: {current_error}", current.path.display());
     for model in run.models()?.into_iter().rev().filter(|m| m.step < current.step) {
@@ -104,22 +107,36 @@ fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> 
             Err(e) => tracing::warn!("self-play: cannot use {} either: {e}", model.path.display()),
         }
     }
-    Err(PipelineError::Stage { stage: "self-play", message: format!("cannot use the current model: {current_error} (nor any older one)") })
+    Err(PipelineError::Stage {
+        stage: "self-play",
+        message: format!("cannot use the current model: {current_error} (nor any older one)"),
+    })
 }
 
 /// Where games start: the config's handicap share and opening suite.
 pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
     let sp = &config.selfplay;
     let mut starts = StartPositions::new(sp.handicap_fraction, sp.openings_fraction);
-    if let Some(text) = opening_suite_text(&config.run.openings).map_err(|message| PipelineError::Config { origin: "[run] openings".into(), message })? {
-        starts = starts.with_suite(&text).map_err(|message| PipelineError::Config { origin: format!("[run] openings = {:?}", config.run.openings), message })?;
+    if let Some(text) = opening_suite_text(&config.run.openings)
+        .map_err(|message| PipelineError::Config { origin: "[run] openings".into(), message })?
+    {
+        starts = starts.with_suite(&text).map_err(|message| PipelineError::Config {
+            origin: format!("[run] openings = {:?}", config.run.openings),
+            message,
+        })?;
     }
     Ok(starts)
 }
 
 /// Plays until `stop` is set (games in progress are abandoned; finished ones are all written).
 /// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix.
-pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<SelfPlaySummary> {
+pub fn run_selfplay(
+    run: &RunDir,
+    config: &PipelineConfig,
+    prefix: &str,
+    stop: Arc<AtomicBool>,
+    events: &Sender<Event>,
+) -> Result<SelfPlaySummary> {
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let options = config.inference_options()?;
     let (first, network) = first_usable_model(run, current, &options)?;
@@ -132,8 +149,12 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
     let records = match config.run.records.as_str() {
         "" => None,
         name => {
-            let format = RecordFormat::from_name(name).ok_or_else(|| PipelineError::Config { origin: "[run] records".into(), message: format!("{name:?} is not a record format") })?;
-            let records = RecordWriter::new(run.records_dir(), format, prefix).map_err(|message| PipelineError::Stage { stage: "self-play records", message })?;
+            let format = RecordFormat::from_name(name).ok_or_else(|| PipelineError::Config {
+                origin: "[run] records".into(),
+                message: format!("{name:?} is not a record format"),
+            })?;
+            let records = RecordWriter::new(run.records_dir(), format, prefix)
+                .map_err(|message| PipelineError::Stage { stage: "self-play records", message })?;
             Some(records.spawn_tee(writer.sender()))
         }
     };
@@ -183,7 +204,11 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
                             _ => 1,
                         };
                         if tries >= MODEL_LOAD_TRIES {
-                            tracing::error!("self-play: cannot load {}: {e}; it keeps playing with {} until a newer model loads", current.path.display(), loaded.name());
+                            tracing::error!(
+                                "self-play: cannot load {}: {e}; it keeps playing with {} until a newer model loads",
+                                current.path.display(),
+                                loaded.name()
+                            );
                         } else {
                             tracing::warn!("self-play: loading {}: {e}", current.path.display());
                         }
@@ -217,7 +242,9 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
         drop(stop_follower);
         match follower.join() {
             Ok(()) => result,
-            Err(panic) => result.and(Err(format!("the model follower panicked: {}", koma_mcts::panic_message(panic.as_ref())))),
+            Err(panic) => {
+                result.and(Err(format!("the model follower panicked: {}", koma_mcts::panic_message(panic.as_ref()))))
+            }
         }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
@@ -229,12 +256,25 @@ pub fn run_selfplay(run: &RunDir, config: &PipelineConfig, prefix: &str, stop: A
         (Ok(written), _) => written,
         (Err(e), Ok(_)) => return Err(e.into()),
         // Both failed: the writer's error (a full disk, say) is usually the cause of self-play's.
-        (Err(e), Err(message)) => return Err(PipelineError::Stage { stage: "self-play", message: format!("the shard writer failed: {e}; and self-play: {message}") }),
+        (Err(e), Err(message)) => {
+            return Err(PipelineError::Stage {
+                stage: "self-play",
+                message: format!("the shard writer failed: {e}; and self-play: {message}"),
+            })
+        }
     };
-    summary.stats = result.map_err(|message| PipelineError::Stage { stage: "self-play", message: format!("{message} ({} finished games were written)", written.games) })?;
+    summary.stats = result.map_err(|message| PipelineError::Stage {
+        stage: "self-play",
+        message: format!("{message} ({} finished games were written)", written.games),
+    })?;
     summary.shards = written.shards.len();
     summary.samples_written = written.samples;
     summary.games_written = written.games;
-    tracing::info!(games = summary.stats.games, samples = summary.samples_written, shards = summary.shards, "self-play stopped");
+    tracing::info!(
+        games = summary.stats.games,
+        samples = summary.samples_written,
+        shards = summary.shards,
+        "self-play stopped"
+    );
     Ok(summary)
 }

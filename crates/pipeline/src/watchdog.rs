@@ -66,7 +66,10 @@ impl Watchdog {
             }
             // Waiting for self-play's data is progress of a kind: the trainer is alive, and a
             // stalled self-play shows on its own.
-            Event::TrainStarted { .. } | Event::TrainStep { .. } | Event::TrainWaiting(_) | Event::Checkpoint { .. } => Stage::Trainer,
+            Event::TrainStarted { .. }
+            | Event::TrainStep { .. }
+            | Event::TrainWaiting(_)
+            | Event::Checkpoint { .. } => Stage::Trainer,
             _ => return None,
         };
         let watched = &mut self.watched[stage as usize];
@@ -85,8 +88,17 @@ impl Watchdog {
             let idle = now.saturating_duration_since(watched.last_progress);
             if !watched.stalled && idle >= self.limit {
                 watched.stalled = true;
-                tracing::warn!("{} has {} for {:.0} s", watched.stage.name(), watched.stage.activity(), idle.as_secs_f64());
-                found.push(Event::Stalled { stage: watched.stage.name(), activity: watched.stage.activity(), seconds: idle.as_secs_f64() });
+                tracing::warn!(
+                    "{} has {} for {:.0} s",
+                    watched.stage.name(),
+                    watched.stage.activity(),
+                    idle.as_secs_f64()
+                );
+                found.push(Event::Stalled {
+                    stage: watched.stage.name(),
+                    activity: watched.stage.activity(),
+                    seconds: idle.as_secs_f64(),
+                });
             }
         }
         found
@@ -119,7 +131,12 @@ mod tests {
         assert_eq!(stalled(&dog.check(t0 + 11 * minute)), ["self-play"]);
         assert!(dog.check(t0 + 12 * minute).is_empty(), "a stall is reported once");
         // The trainer waits for data all along: alive, no stall.
-        let waiting = koma_train::WaitInfo { reason: koma_train::WaitReason::AheadOfData, window_samples: 0, total_samples: 0, needed_total_samples: 1 };
+        let waiting = koma_train::WaitInfo {
+            reason: koma_train::WaitReason::AheadOfData,
+            window_samples: 0,
+            total_samples: 0,
+            needed_total_samples: 1,
+        };
         dog.observe(&Event::TrainWaiting(waiting), t0 + 18 * minute);
         assert!(dog.check(t0 + 19 * minute).is_empty());
         assert!(matches!(dog.observe(&selfplay(6), t0 + 20 * minute), Some(Event::Unstalled { stage: "self-play" })));

@@ -27,7 +27,10 @@ impl Evaluator for HashNet {
                 let priors: Vec<f32> = (0..n).map(|i| 1.0 + ((h >> (i % 48)) & 7) as f32).collect();
                 let sum: f32 = priors.iter().sum();
                 let v = ((h % 1001) as f32 / 1000.0 - 0.5) * 0.6;
-                Evaluation { priors: priors.iter().map(|x| x / sum).collect(), wdl: [(0.9 + v) / 2.0, 0.1, (0.9 - v) / 2.0] }
+                Evaluation {
+                    priors: priors.iter().map(|x| x / sum).collect(),
+                    wdl: [(0.9 + v) / 2.0, 0.1, (0.9 - v) / 2.0],
+                }
             })
             .collect())
     }
@@ -42,7 +45,8 @@ fn play(config: &SelfPlayConfig, games: usize) -> Vec<GameSamples> {
     let (sender, receiver) = crossbeam::channel::unbounded();
     let slot = EvaluatorSlot::new(Arc::new(HashNet), "hash");
     let stop = Arc::new(AtomicBool::new(false));
-    run(config, StartPositions::new(0.0, 0.0), slot, games, sender, stop, Duration::from_secs(60), &mut |_| {}).unwrap();
+    run(config, StartPositions::new(0.0, 0.0), slot, games, sender, stop, Duration::from_secs(60), &mut |_| {})
+        .unwrap();
     receiver.try_iter().collect()
 }
 
@@ -82,7 +86,11 @@ fn gpu_small_self_play_games_differ_within_a_run_and_between_seeds() {
     for g in play(&small(&config, 3), 2) {
         for s in &g.samples {
             let [w, d, l] = s.root_wdl;
-            assert!((w + d + l - 1.0).abs() < 1e-3 && [w, d, l].iter().all(|x| (0.0..=1.0).contains(x)), "{:?}", s.root_wdl);
+            assert!(
+                (w + d + l - 1.0).abs() < 1e-3 && [w, d, l].iter().all(|x| (0.0..=1.0).contains(x)),
+                "{:?}",
+                s.root_wdl
+            );
         }
     }
 }
@@ -104,7 +112,11 @@ fn a_full_search_target_holds_only_that_searchs_visits() {
         for s in &g.samples {
             for &(mv, p) in &s.policy {
                 let visits = p * 7.0;
-                assert!((visits - visits.round()).abs() < 1e-3, "{mv} has share {p}: not a count out of 7 at ply {}", s.ply);
+                assert!(
+                    (visits - visits.round()).abs() < 1e-3,
+                    "{mv} has share {p}: not a count out of 7 at ply {}",
+                    s.ply
+                );
             }
             checked += 1;
         }

@@ -82,7 +82,12 @@ impl SelfPlayConfig {
     pub fn validate(&self) -> Result<(), String> {
         self.rules()?;
         self.search.check_for_selfplay("search.")?;
-        for (name, value) in [("workers", self.workers), ("games_per_worker", self.games_per_worker), ("leaves_per_game", self.leaves_per_game), ("max_batch", self.max_batch)] {
+        for (name, value) in [
+            ("workers", self.workers),
+            ("games_per_worker", self.games_per_worker),
+            ("leaves_per_game", self.leaves_per_game),
+            ("max_batch", self.max_batch),
+        ] {
             if value == 0 {
                 return Err(format!("{name} = 0: must be at least 1"));
             }
@@ -155,11 +160,13 @@ mod tests {
 
     #[test]
     fn the_caches_of_all_games_stay_within_their_budget() {
-        let config = SelfPlayConfig { workers: 8, games_per_worker: 256, eval_cache_mib: 256, ..SelfPlayConfig::default() };
+        let config =
+            SelfPlayConfig { workers: 8, games_per_worker: 256, eval_cache_mib: 256, ..SelfPlayConfig::default() };
         let per_game = config.cache_entries_per_game();
         assert_eq!(per_game, 256);
         assert!(per_game * 2048 * koma_mcts::EVAL_CACHE_ENTRY_BYTES <= 256 << 20);
-        let small = SelfPlayConfig { workers: 1, games_per_worker: 32, eval_cache_mib: 256, ..SelfPlayConfig::default() };
+        let small =
+            SelfPlayConfig { workers: 1, games_per_worker: 32, eval_cache_mib: 256, ..SelfPlayConfig::default() };
         assert_eq!(small.cache_entries_per_game(), MAX_CACHE_ENTRIES_PER_GAME);
         assert_eq!(SelfPlayConfig { eval_cache_mib: 0, ..small }.cache_entries_per_game(), 0);
     }

@@ -96,7 +96,13 @@ impl Game {
     }
 
     /// Adds up to `limit` leaves of this game to the batch being built.
-    pub(crate) fn gather(&mut self, limit: usize, batch: &mut Vec<Position>, owners: &mut Vec<(usize, LeafId)>, me: usize) {
+    pub(crate) fn gather(
+        &mut self,
+        limit: usize,
+        batch: &mut Vec<Position>,
+        owners: &mut Vec<(usize, LeafId)>,
+        me: usize,
+    ) {
         let mut gathered = 0;
         while gathered < limit && self.done + (self.pending.len() as u32) < self.target {
             match self.search.select_leaf(&mut self.pos, |leaf| batch.push(leaf.without_history())) {
@@ -127,7 +133,13 @@ impl Game {
     }
 
     /// Plays the searched move; returns the finished game if it ended.
-    pub(crate) fn play(&mut self, config: &SelfPlayConfig, rules: &GameRules, model: &str, rng: &mut Rng) -> Option<Finished> {
+    pub(crate) fn play(
+        &mut self,
+        config: &SelfPlayConfig,
+        rules: &GameRules,
+        model: &str,
+        rng: &mut Rng,
+    ) -> Option<Finished> {
         let us = self.pos.side_to_move();
         let ply = self.moves.len() as u32;
         let temperature = if ply < config.temperature_plies { config.temperature } else { 0.0 };
@@ -226,7 +238,8 @@ mod tests {
 
     #[test]
     fn a_new_model_clears_the_tree_and_cache_and_the_label_stays_the_first_model() {
-        let config = SelfPlayConfig { simulations: 16, cheap_simulations: 4, resign_value: -2.0, ..SelfPlayConfig::default() };
+        let config =
+            SelfPlayConfig { simulations: 16, cheap_simulations: 4, resign_value: -2.0, ..SelfPlayConfig::default() };
         let rules = config.rules().unwrap();
         let mut rng = Rng::seeded(1);
         let mut game = Game::new(Position::startpos(), &config, rules, "model-a", &mut rng);

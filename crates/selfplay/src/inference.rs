@@ -135,7 +135,12 @@ impl Drop for InferenceServer {
     }
 }
 
-fn serve(receiver: &Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usize, stats: &InferenceStats) -> Result<(), EvalError> {
+fn serve(
+    receiver: &Receiver<Request>,
+    slot: Arc<EvaluatorSlot>,
+    max_batch: usize,
+    stats: &InferenceStats,
+) -> Result<(), EvalError> {
     while let Ok(first) = receiver.recv() {
         let mut requests = vec![first];
         let mut size = requests[0].positions.len();
@@ -175,7 +180,11 @@ fn serve(receiver: &Receiver<Request>, slot: Arc<EvaluatorSlot>, max_batch: usiz
 
 /// One batch through the evaluator, with its answer checked: an error, a panic (libtorch panics
 /// on CUDA out-of-memory, for one) or non-finite numbers become an error that names the model.
-fn evaluate_guarded(evaluator: &dyn Evaluator, model: &str, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+fn evaluate_guarded(
+    evaluator: &dyn Evaluator,
+    model: &str,
+    positions: &[&Position],
+) -> Result<Vec<Evaluation>, EvalError> {
     let evaluations = match catch_unwind(AssertUnwindSafe(|| evaluator.evaluate(positions))) {
         Ok(Ok(evaluations)) => evaluations,
         Ok(Err(e)) => return Err(EvalError(format!("model {model}: {e}"))),

@@ -78,7 +78,11 @@ pub fn run(
             if last.elapsed() >= every {
                 last = std::time::Instant::now();
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                on_progress(&Progress { stats, moves: shared.moves.load(Ordering::Relaxed), inference: server.stats() });
+                on_progress(&Progress {
+                    stats,
+                    moves: shared.moves.load(Ordering::Relaxed),
+                    inference: server.stats(),
+                });
             }
         }
         // Joined here, so that a panicking worker is an error of this run and not a panic of the
@@ -88,7 +92,9 @@ pub fn run(
             let error = match handle.join() {
                 Ok(Ok(())) => continue,
                 Ok(Err(worker::WorkerError::Inference(e))) => format!("inference: {}", server.failure().unwrap_or(e)),
-                Ok(Err(worker::WorkerError::SinkClosed)) => "the shard writer stopped taking games (it failed; its error says why)".into(),
+                Ok(Err(worker::WorkerError::SinkClosed)) => {
+                    "the shard writer stopped taking games (it failed; its error says why)".into()
+                }
                 Err(panic) => format!("worker {w} panicked: {}", koma_mcts::panic_message(panic.as_ref())),
             };
             first_error.get_or_insert(error);

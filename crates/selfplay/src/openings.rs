@@ -14,7 +14,11 @@ pub struct StartPositions {
 
 impl StartPositions {
     pub fn new(handicap_fraction: f32, openings_fraction: f32) -> StartPositions {
-        StartPositions { openings: Vec::new(), handicap_fraction: handicap_fraction as f64, openings_fraction: openings_fraction as f64 }
+        StartPositions {
+            openings: Vec::new(),
+            handicap_fraction: handicap_fraction as f64,
+            openings_fraction: openings_fraction as f64,
+        }
     }
 
     /// Adds an opening suite: one USI position per line (blank lines and `#` comments skipped).
@@ -25,7 +29,8 @@ impl StartPositions {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let pos = parse_position(line).map_err(|e: UsiPositionError| format!("opening suite line {}: {e}", i + 1))?;
+            let pos =
+                parse_position(line).map_err(|e: UsiPositionError| format!("opening suite line {}: {e}", i + 1))?;
             self.openings.push(pos);
         }
         Ok(self)

@@ -92,7 +92,8 @@ impl RecordWriter {
     /// Writes `game` as the next record file and returns its path.
     pub fn write(&mut self, game: &GameSamples) -> Result<PathBuf, String> {
         let record = game_record(game)?;
-        let bytes = write_games(std::slice::from_ref(&record), self.format).map_err(|e| format!("self-play game record: {e}"))?;
+        let bytes = write_games(std::slice::from_ref(&record), self.format)
+            .map_err(|e| format!("self-play game record: {e}"))?;
         let name = format!("game-{}-{:06}.{}", self.prefix, self.next, self.format.extension());
         let path = self.dir.join(&name);
         let tmp = self.dir.join(format!("{name}.tmp"));
@@ -164,7 +165,8 @@ impl Drop for RecordTee {
 /// The record of a finished self-play game: its start, every move (checked for legality), the
 /// result, the model as both players, and the search's root value on every fully searched move.
 pub fn game_record(game: &GameSamples) -> Result<GameRecord, String> {
-    let start = Position::from_sfen(&game.start_sfen).map_err(|e| format!("start position {:?}: {e}", game.start_sfen))?;
+    let start =
+        Position::from_sfen(&game.start_sfen).map_err(|e| format!("start position {:?}: {e}", game.start_sfen))?;
     let mut record = GameRecord::new(start.clone());
     for &mv in &game.moves {
         record.push(mv).map_err(|e| format!("self-play game from {:?}: {e}", game.start_sfen))?;
@@ -191,7 +193,9 @@ pub fn game_record(game: &GameSamples) -> Result<GameRecord, String> {
             None if ply == game.moves.len() && game.result.reason == EndReason::Resignation => {
                 let note = format!("koma resigns at value {value:+.3}");
                 match record.moves.last_mut() {
-                    Some(last) => last.comment = Some(last.comment.take().map_or(note.clone(), |c| format!("{c}\n{note}"))),
+                    Some(last) => {
+                        last.comment = Some(last.comment.take().map_or(note.clone(), |c| format!("{c}\n{note}")))
+                    }
                     None => record.comments.push(note),
                 }
             }
@@ -255,7 +259,14 @@ mod tests {
                 flags: flags::FULL_SEARCH,
             });
         }
-        GameSamples { start_sfen: start.to_sfen(), result, length: moves.len() as u16, model: "model-00000042".into(), moves, samples }
+        GameSamples {
+            start_sfen: start.to_sfen(),
+            result,
+            length: moves.len() as u16,
+            model: "model-00000042".into(),
+            moves,
+            samples,
+        }
     }
 
     #[test]
@@ -267,13 +278,20 @@ mod tests {
                 &["7g7f", "3c3d", "8h2b+", "3a2b"],
                 GameResult { winner: Some(Color::Black), reason: EndReason::Resignation },
             ),
-            game(Handicap::TwoPiece.position(), &["5a4b", "7g7f", "4b3b"], GameResult { winner: None, reason: EndReason::MaxMoves }),
+            game(
+                Handicap::TwoPiece.position(),
+                &["5a4b", "7g7f", "4b3b"],
+                GameResult { winner: None, reason: EndReason::MaxMoves },
+            ),
         ];
         for format in [Format::Kif, Format::Kifu, Format::Csa] {
             let mut writer = RecordWriter::new(dir.path().join(format.name()), format, "t").unwrap();
             for (i, g) in games.iter().enumerate() {
                 let path = writer.write(g).unwrap();
-                assert_eq!(path.file_name().unwrap().to_string_lossy(), format!("game-t-{i:06}.{}", format.extension()));
+                assert_eq!(
+                    path.file_name().unwrap().to_string_lossy(),
+                    format!("game-t-{i:06}.{}", format.extension())
+                );
                 let back = read_games(&std::fs::read(&path).unwrap(), format).unwrap();
                 let back = &back[0];
                 assert_eq!(back.moves.iter().map(|m| m.mv).collect::<Vec<_>>(), g.moves, "{format}");
@@ -285,7 +303,10 @@ mod tests {
                 let first_mover_black = back.start.side_to_move() == Color::Black;
                 for (ply, m) in back.moves.iter().enumerate() {
                     if ply % 2 == 0 {
-                        assert!(m.comment.as_deref().unwrap().starts_with("koma value +0.300 wdl 0.600/0.100/0.300"), "{format}: {m:?}");
+                        assert!(
+                            m.comment.as_deref().unwrap().starts_with("koma value +0.300 wdl 0.600/0.100/0.300"),
+                            "{format}: {m:?}"
+                        );
                         let cp = value_to_cp(0.3);
                         assert!(cp > 0);
                         assert_eq!(m.eval, Some(if first_mover_black { cp } else { -cp }), "{format}");
@@ -294,7 +315,10 @@ mod tests {
                     }
                 }
                 if g.result.reason == EndReason::Resignation {
-                    assert!(back.moves.last().unwrap().comment.as_deref().unwrap().contains("koma resigns at value -0.980"), "{format}");
+                    assert!(
+                        back.moves.last().unwrap().comment.as_deref().unwrap().contains("koma resigns at value -0.980"),
+                        "{format}"
+                    );
                 }
             }
             // A new writer continues the numbering instead of overwriting.
@@ -315,7 +339,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (next, received) = unbounded();
         let tee = RecordWriter::new(dir.path(), Format::Csa, "tee").unwrap().spawn_tee(next);
-        let g = game(Position::startpos(), &["7g7f", "3c3d"], GameResult { winner: None, reason: EndReason::Repetition });
+        let g =
+            game(Position::startpos(), &["7g7f", "3c3d"], GameResult { winner: None, reason: EndReason::Repetition });
         let sender = tee.sender();
         sender.send(g.clone()).unwrap();
         sender.send(g.clone()).unwrap();

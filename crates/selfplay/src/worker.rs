@@ -83,7 +83,9 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), Worke
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
     let (_, first_model) = shared.slot.get();
     for i in 0..config.games_per_worker.max(1) {
-        let game = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &first_model, &mut rng));
+        let game = shared
+            .claim_game()
+            .then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &first_model, &mut rng));
         groups[i % 2].push(game);
     }
     let mut in_flight: [Option<InFlight>; 2] = [None, None];
@@ -109,7 +111,9 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), Worke
                     shared.moves.fetch_add(1, Ordering::Relaxed);
                     if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
                         shared.record(finished)?;
-                        *slot = shared.claim_game().then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &model, &mut rng));
+                        *slot = shared
+                            .claim_game()
+                            .then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &model, &mut rng));
                     }
                 }
             }

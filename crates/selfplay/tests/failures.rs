@@ -47,7 +47,14 @@ impl Evaluator for FailsAt {
 }
 
 fn config() -> SelfPlayConfig {
-    SelfPlayConfig { workers: 2, games_per_worker: 4, simulations: 8, cheap_simulations: 2, max_plies: 24, ..SelfPlayConfig::default() }
+    SelfPlayConfig {
+        workers: 2,
+        games_per_worker: 4,
+        simulations: 8,
+        cheap_simulations: 2,
+        max_plies: 24,
+        ..SelfPlayConfig::default()
+    }
 }
 
 /// Self-play with an evaluator that fails at call `fail_at`; returns the error and the games that
@@ -58,7 +65,16 @@ fn fail(how: Failure, fail_at: usize) -> (String, usize) {
     let (sender, receiver) = crossbeam::channel::unbounded();
     let started = Instant::now();
     let stop = Arc::new(AtomicBool::new(false));
-    let result = run(&config(), StartPositions::default(), slot, usize::MAX, sender, stop, Duration::from_millis(20), &mut |_| {});
+    let result = run(
+        &config(),
+        StartPositions::default(),
+        slot,
+        usize::MAX,
+        sender,
+        stop,
+        Duration::from_millis(20),
+        &mut |_| {},
+    );
     assert!(started.elapsed() < Duration::from_secs(30), "self-play took {:?} to notice", started.elapsed());
     let error = result.expect_err("self-play went on with a failing network");
     (error, receiver.try_iter().count())

@@ -15,7 +15,10 @@ struct Slow;
 impl Evaluator for Slow {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         std::thread::sleep(Duration::from_millis(40));
-        Ok(positions.iter().map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] }).collect())
+        Ok(positions
+            .iter()
+            .map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] })
+            .collect())
     }
 }
 
@@ -26,7 +29,12 @@ fn concurrent_requests_share_batches() {
         .map(|i| {
             let client = server.client();
             std::thread::spawn(move || {
-                let pos = Position::from_sfen(&format!("{} {}", "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -", i + 1)).unwrap();
+                let pos = Position::from_sfen(&format!(
+                    "{} {}",
+                    "lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL b -",
+                    i + 1
+                ))
+                .unwrap();
                 let answers = client.evaluate(&[&pos, &pos]).unwrap();
                 assert_eq!(answers.len(), 2);
                 assert!(answers.iter().all(|e| e.wdl[0] == (i + 1) as f32), "thread {i} got another caller's answer");

@@ -11,10 +11,24 @@ use koma_selfplay::{run, EvaluatorSlot, SelfPlayConfig, StartPositions};
 use koma_shogi::rules::Repetition;
 use koma_shogi::{EndReason, Position, Status};
 
-fn play(config: &SelfPlayConfig, games: usize, starts: StartPositions) -> (Vec<GameSamples>, koma_selfplay::SelfPlayStats) {
+fn play(
+    config: &SelfPlayConfig,
+    games: usize,
+    starts: StartPositions,
+) -> (Vec<GameSamples>, koma_selfplay::SelfPlayStats) {
     let (sender, receiver) = crossbeam::channel::unbounded();
     let slot = EvaluatorSlot::new(Arc::new(UniformEvaluator), "uniform");
-    let stats = run(config, starts, slot, games, sender, Arc::new(AtomicBool::new(false)), Duration::from_secs(60), &mut |_| {}).unwrap();
+    let stats = run(
+        config,
+        starts,
+        slot,
+        games,
+        sender,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_secs(60),
+        &mut |_| {},
+    )
+    .unwrap();
     (receiver.try_iter().collect(), stats)
 }
 
@@ -26,7 +40,10 @@ fn check_game(game: &GameSamples, config: &SelfPlayConfig) {
         assert!(pos.is_legal(mv), "illegal move {mv} at ply {ply} from {}", game.start_sfen);
         if let Some(s) = sample_iter.peek() {
             if s.ply as usize == ply {
-                assert_eq!(s.position.unpack().unwrap().to_sfen().rsplit_once(' ').unwrap().0, pos.to_sfen().rsplit_once(' ').unwrap().0);
+                assert_eq!(
+                    s.position.unpack().unwrap().to_sfen().rsplit_once(' ').unwrap().0,
+                    pos.to_sfen().rsplit_once(' ').unwrap().0
+                );
                 assert_eq!(s.played, Some(mv));
                 assert!(s.flags & flags::FULL_SEARCH != 0);
                 let total: f32 = s.policy.iter().map(|p| p.1).sum();

@@ -52,10 +52,8 @@ const GOLD_STEPS: [(i8, i8); 6] = [(-1, -1), (0, -1), (1, -1), (-1, 0), (1, 0), 
 const KING_STEPS: [(i8, i8); 8] = DIRS;
 
 static PAWN: [[u128; 81]; 2] = [step_table(&PAWN_STEPS, Color::Black), step_table(&PAWN_STEPS, Color::White)];
-static KNIGHT: [[u128; 81]; 2] =
-    [step_table(&KNIGHT_STEPS, Color::Black), step_table(&KNIGHT_STEPS, Color::White)];
-static SILVER: [[u128; 81]; 2] =
-    [step_table(&SILVER_STEPS, Color::Black), step_table(&SILVER_STEPS, Color::White)];
+static KNIGHT: [[u128; 81]; 2] = [step_table(&KNIGHT_STEPS, Color::Black), step_table(&KNIGHT_STEPS, Color::White)];
+static SILVER: [[u128; 81]; 2] = [step_table(&SILVER_STEPS, Color::Black), step_table(&SILVER_STEPS, Color::White)];
 static GOLD: [[u128; 81]; 2] = [step_table(&GOLD_STEPS, Color::Black), step_table(&GOLD_STEPS, Color::White)];
 static KING: [u128; 81] = step_table(&KING_STEPS, Color::Black);
 
@@ -421,7 +419,10 @@ mod tests {
         let sq = |s: &str| Square::from_usi(s).unwrap();
         assert_eq!(pawn_attacks(Color::Black, sq("7g")), Bitboard::from_square(sq("7f")));
         assert_eq!(pawn_attacks(Color::White, sq("3c")), Bitboard::from_square(sq("3d")));
-        assert_eq!(knight_attacks(Color::Black, sq("8i")), Bitboard::from_square(sq("7g")) | Bitboard::from_square(sq("9g")));
+        assert_eq!(
+            knight_attacks(Color::Black, sq("8i")),
+            Bitboard::from_square(sq("7g")) | Bitboard::from_square(sq("9g"))
+        );
         assert_eq!(gold_attacks(Color::White, sq("5a")).count(), 5);
         assert_eq!(silver_attacks(Color::Black, sq("5e")).count(), 5);
         assert_eq!(king_attacks(sq("1a")).count(), 3);

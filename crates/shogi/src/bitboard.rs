@@ -75,11 +75,7 @@ impl Bitboard {
     #[inline]
     pub fn pop_unchecked(&mut self) -> Square {
         let lo = self.0 as u64;
-        let sq = if lo != 0 {
-            lo.trailing_zeros()
-        } else {
-            64 + ((self.0 >> 64) as u64).trailing_zeros()
-        };
+        let sq = if lo != 0 { lo.trailing_zeros() } else { 64 + ((self.0 >> 64) as u64).trailing_zeros() };
         self.0 &= self.0.wrapping_sub(1);
         Square::from_index_unchecked(sq as u8)
     }

@@ -89,7 +89,8 @@ impl Position {
         const CELL: usize = 8;
         let mut out = String::new();
         let to_move = |c: Color| if self.side_to_move() == c { "  (đến lượt)" } else { "" };
-        writeln!(out, "Trắng (hậu thủ) trên tay: {}{}", vietnamese_hand(self, Color::White), to_move(Color::White)).ok();
+        writeln!(out, "Trắng (hậu thủ) trên tay: {}{}", vietnamese_hand(self, Color::White), to_move(Color::White))
+            .ok();
         out.push_str("   ");
         for file in (1..=9).rev() {
             write!(out, "{file:>CELL$}").ok();
@@ -134,7 +135,9 @@ mod tests {
 
     #[test]
     fn vietnamese_diagram() {
-        let d = Position::from_sfen("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKG+SNL w 2Pb 1").unwrap().diagram_vietnamese();
+        let d = Position::from_sfen("lnsgkgsnl/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKG+SNL w 2Pb 1")
+            .unwrap()
+            .diagram_vietnamese();
         assert!(d.contains("  thương      mã     bạc    vàng     vua    vàng     bạc      mã  thương | a"), "{d}");
         assert!(d.contains("       .   Tượng       .       .       .       .       .      Xe       . | h"), "{d}");
         assert!(d.contains("    Vàng     Vua    Vàng    +Bạc      Mã  Thương | i"), "{d}");

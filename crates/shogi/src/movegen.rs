@@ -114,7 +114,8 @@ impl Position {
         let free = (pawns & !pinned).0;
         let pushed = Bitboard(if us == Color::Black { free >> 1 } else { free << 1 }) & target;
         for to in pushed {
-            let from = Square::from_index_unchecked(if us == Color::Black { to.index() + 1 } else { to.index() - 1 } as u8);
+            let from =
+                Square::from_index_unchecked(if us == Color::Black { to.index() + 1 } else { to.index() - 1 } as u8);
             push_board_move(list, us, PieceType::Pawn, from, to);
         }
         for from in pawns & pinned {

@@ -115,11 +115,7 @@ impl PieceType {
     pub const fn moves_like_gold(self) -> bool {
         matches!(
             self,
-            PieceType::Gold
-                | PieceType::ProPawn
-                | PieceType::ProLance
-                | PieceType::ProKnight
-                | PieceType::ProSilver
+            PieceType::Gold | PieceType::ProPawn | PieceType::ProLance | PieceType::ProKnight | PieceType::ProSilver
         )
     }
 

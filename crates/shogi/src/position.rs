@@ -42,7 +42,12 @@ pub struct Position {
 
 impl Position {
     /// Builds a position from raw parts; `crate::sfen` validates before calling this.
-    pub(crate) fn from_parts(board: [Option<Piece>; 81], hands: [Hand; 2], side_to_move: Color, move_number: u32) -> Position {
+    pub(crate) fn from_parts(
+        board: [Option<Piece>; 81],
+        hands: [Hand; 2],
+        side_to_move: Color,
+        move_number: u32,
+    ) -> Position {
         let mut pos = Position {
             board,
             by_color: [Bitboard::EMPTY; 2],

@@ -33,8 +33,14 @@ pub enum ImpasseRule {
 }
 
 impl ImpasseRule {
-    pub const ALL: [ImpasseRule; 6] =
-        [ImpasseRule::Csa27, ImpasseRule::Jsa24, ImpasseRule::Try, ImpasseRule::TryUnconditional, ImpasseRule::Agreement, ImpasseRule::None];
+    pub const ALL: [ImpasseRule; 6] = [
+        ImpasseRule::Csa27,
+        ImpasseRule::Jsa24,
+        ImpasseRule::Try,
+        ImpasseRule::TryUnconditional,
+        ImpasseRule::Agreement,
+        ImpasseRule::None,
+    ];
 
     /// The option name (`--impasse`, configs, the engine's `ImpasseRule` option).
     pub const fn name(self) -> &'static str {
@@ -284,7 +290,9 @@ impl Position {
         let now = states.len() - 1;
         // State j was reached by a check when its checkers are non-empty. The opponent made the
         // moves into states now, now-2, …; the side to move made now-1, now-3, ….
-        let all_checks = |parity: usize| ((first + 1)..=now).filter(|j| (now - j) % 2 == parity).all(|j| states[j].checkers.is_nonempty());
+        let all_checks = |parity: usize| {
+            ((first + 1)..=now).filter(|j| (now - j) % 2 == parity).all(|j| states[j].checkers.is_nonempty())
+        };
         if all_checks(0) {
             Repetition::OpponentPerpetualCheck
         } else if all_checks(1) {

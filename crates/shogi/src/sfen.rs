@@ -81,7 +81,12 @@ impl Position {
 
     /// Builds a position from a board (indexed by square), hands, side to move and move number,
     /// with the same validation as [`Position::from_sfen`].
-    pub fn from_board(board: [Option<Piece>; 81], hands: [Hand; 2], side: Color, move_number: u32) -> Result<Position, SfenError> {
+    pub fn from_board(
+        board: [Option<Piece>; 81],
+        hands: [Hand; 2],
+        side: Color,
+        move_number: u32,
+    ) -> Result<Position, SfenError> {
         validate(&board, &hands)?;
         let pos = Position::from_parts(board, hands, side, move_number);
         let waiting = !side;

@@ -45,7 +45,8 @@ pub fn parse_position(text: &str) -> Result<Position, UsiPositionError> {
         Some(other) => return Err(UsiPositionError::ExpectedMoves(other.to_string())),
     }
     for (i, text) in words.enumerate() {
-        let m = Move::from_usi(text).ok_or_else(|| UsiPositionError::Syntax { index: i + 1, text: text.to_string() })?;
+        let m =
+            Move::from_usi(text).ok_or_else(|| UsiPositionError::Syntax { index: i + 1, text: text.to_string() })?;
         if !pos.is_legal(m) {
             return Err(UsiPositionError::Illegal { index: i + 1, text: text.to_string(), sfen: pos.to_sfen() });
         }
@@ -62,7 +63,8 @@ pub fn position_command(pos: &Position) -> String {
         root.undo_move();
     }
     let root_sfen = root.to_sfen();
-    let mut out = if root_sfen == crate::sfen::STARTPOS_SFEN { "startpos".to_string() } else { format!("sfen {root_sfen}") };
+    let mut out =
+        if root_sfen == crate::sfen::STARTPOS_SFEN { "startpos".to_string() } else { format!("sfen {root_sfen}") };
     let mut first = true;
     for m in pos.moves_from_root() {
         out.push_str(if first { " moves " } else { " " });
@@ -85,7 +87,11 @@ mod tests {
         assert!(matches!(parse_position("sfen 9/9 b - 1"), Err(UsiPositionError::Sfen(_))));
         assert!(matches!(parse_position("foo"), Err(UsiPositionError::Start(_))));
         assert!(matches!(parse_position("startpos 7g7f"), Err(UsiPositionError::ExpectedMoves(_))));
-        let pos = parse_position("sfen lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1 moves 5a4b").unwrap();
-        assert_eq!(position_command(&pos), "sfen lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1 moves 5a4b");
+        let pos =
+            parse_position("sfen lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1 moves 5a4b").unwrap();
+        assert_eq!(
+            position_command(&pos),
+            "sfen lnsgkgsn1/1r5b1/ppppppppp/9/9/9/PPPPPPPPP/1B5R1/LNSGKGSNL w - 1 moves 5a4b"
+        );
     }
 }

@@ -52,7 +52,11 @@ fn check_mirror(pos: &Position) {
     let rules = koma_shogi::GameRules::default();
     assert_eq!(mirrored.status(&rules), original.status(&rules), "status of the mirror of {sfen}");
     // Either side may find another of several mates first: compare whether there is one.
-    assert_eq!(mirrored.mate_in_one().is_some(), original.mate_in_one().is_some(), "mate in one in the mirror of {sfen}");
+    assert_eq!(
+        mirrored.mate_in_one().is_some(),
+        original.mate_in_one().is_some(),
+        "mate in one in the mirror of {sfen}"
+    );
 }
 
 fn check_position(pos: &mut Position, rng: &mut Rng) {

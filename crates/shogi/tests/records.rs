@@ -76,7 +76,10 @@ fn sample_csa_three_games() {
     assert_eq!(usi_moves(g), "7g7f 3c3d 8h2b+ 3a2b B*4e 8b7b 4e6c 7a6b 6c5b+ 6a5b");
     assert_eq!((g.black.as_deref(), g.white.as_deref()), (Some("Sente Taro"), Some("Gote Hanako")));
     assert_eq!(g.headers[0], ("EVENT".to_string(), "koma sample".to_string()));
-    assert_eq!(g.comments, vec!["CSA multi-game sample: three games separated by '/'".to_string(), "game comment".to_string()]);
+    assert_eq!(
+        g.comments,
+        vec!["CSA multi-game sample: three games separated by '/'".to_string(), "game comment".to_string()]
+    );
     let times: Vec<Option<u64>> = g.moves.iter().map(|m| m.time.map(|t| t.as_secs())).collect();
     assert_eq!(&times[..6], &[Some(12), Some(5), Some(3), Some(4), Some(90), None]);
     assert_eq!(g.moves[2].comment.as_deref(), Some(" bishop exchange"));
@@ -132,7 +135,10 @@ fn bad_samples_name_line_and_move() {
     let RecordError::Parse { error, .. } = &e else { panic!("{e}") };
     assert_eq!((error.line, error.move_number), (5, Some(3)), "{e}");
     assert!(matches!(error.kind, ParseErrorKind::BadMove { .. }), "{e}");
-    assert!(e.to_string().ends_with("illegal_move.csa: line 5, move 3: invalid move \"+7776FU\": no Black piece on 77"), "{e}");
+    assert!(
+        e.to_string().ends_with("illegal_move.csa: line 5, move 3: invalid move \"+7776FU\": no Black piece on 77"),
+        "{e}"
+    );
     let e = record::read_file(&data_dir().join("bad/wrong_origin.kifu"), Format::Kif).unwrap_err();
     let RecordError::Parse { error, .. } = &e else { panic!("{e}") };
     assert_eq!((error.line, error.move_number), (4, Some(3)), "{e}");
@@ -183,7 +189,8 @@ fn fuzz_findings_stay_fixed() {
     let bytes = b"\x00\x0005/01 10:00\xef\xbc\x9av\n   1 \xef\xbc\x97\xe5\x85\xad\xe6\xad\xa9(77)\n";
     let g = &record::read_games(bytes, Format::Kif).unwrap()[0];
     assert_eq!(usi_moves(g), "7g7f");
-    let back = &record::read_games(&record::write_games(std::slice::from_ref(g), Format::Kif).unwrap(), Format::Kif).unwrap()[0];
+    let back = &record::read_games(&record::write_games(std::slice::from_ref(g), Format::Kif).unwrap(), Format::Kif)
+        .unwrap()[0];
     assert_eq!(usi_moves(back), "7g7f");
 }
 
@@ -224,10 +231,16 @@ fn random_playout(rng: &mut Rng, start: &Position, max_plies: usize) -> Position
         }
         // Prefer captures and promotions now and then, so games get pieces in hand and drops.
         let list = moves.as_slice();
-        let interesting: Vec<Move> =
-            list.iter().copied().filter(|m| m.is_promotion() || (!m.is_drop() && pos.piece_at(m.to()).is_some()) || m.is_drop()).collect();
-        let m =
-            if !interesting.is_empty() && rng.chance(50) { interesting[rng.below(interesting.len())] } else { list[rng.below(list.len())] };
+        let interesting: Vec<Move> = list
+            .iter()
+            .copied()
+            .filter(|m| m.is_promotion() || (!m.is_drop() && pos.piece_at(m.to()).is_some()) || m.is_drop())
+            .collect();
+        let m = if !interesting.is_empty() && rng.chance(50) {
+            interesting[rng.below(interesting.len())]
+        } else {
+            list[rng.below(list.len())]
+        };
         pos.do_move(m);
     }
     pos
@@ -366,7 +379,10 @@ fn random_games_round_trip_through_every_format() {
             let bytes = record::write_games(std::slice::from_ref(g), f).unwrap();
             let back = &record::read_games(&bytes, f).unwrap()[0];
             assert_eq!(back.start.to_sfen(), g.start.to_sfen());
-            assert_eq!(back.moves.iter().map(|m| m.mv).collect::<Vec<_>>(), g.moves.iter().map(|m| m.mv).collect::<Vec<_>>());
+            assert_eq!(
+                back.moves.iter().map(|m| m.mv).collect::<Vec<_>>(),
+                g.moves.iter().map(|m| m.mv).collect::<Vec<_>>()
+            );
         }
     }
     // Every ending appears, every handicap too.
@@ -398,18 +414,29 @@ fn notation_names_each_legal_move_alone() {
             }
             positions += 1;
             let prev_to = prev.map(|m| m.to());
-            let mut seen = [std::collections::HashSet::new(), std::collections::HashSet::new(), std::collections::HashSet::new()];
+            let mut seen =
+                [std::collections::HashSet::new(), std::collections::HashSet::new(), std::collections::HashSet::new()];
             for &m in moves {
-                let texts = [notation::western(&pos, m), notation::vietnamese(&pos, m), notation::japanese(&pos, m, prev_to)];
+                let texts =
+                    [notation::western(&pos, m), notation::vietnamese(&pos, m), notation::japanese(&pos, m, prev_to)];
                 for (set, t) in seen.iter_mut().zip(&texts) {
                     assert!(set.insert(t.clone()), "{t} names two moves in {}", pos.to_sfen());
                 }
-                assert_eq!(notation::parse_japanese(&pos, &texts[2], prev_to), Ok(m), "{} in {}", texts[2], pos.to_sfen());
+                assert_eq!(
+                    notation::parse_japanese(&pos, &texts[2], prev_to),
+                    Ok(m),
+                    "{} in {}",
+                    texts[2],
+                    pos.to_sfen()
+                );
                 checked += 1;
             }
             let m = if rng.chance(40) {
-                let caps: Vec<Move> =
-                    moves.iter().copied().filter(|m| !m.is_drop() && pos.piece_at(m.to()).is_some() || m.is_drop()).collect();
+                let caps: Vec<Move> = moves
+                    .iter()
+                    .copied()
+                    .filter(|m| !m.is_drop() && pos.piece_at(m.to()).is_some() || m.is_drop())
+                    .collect();
                 if caps.is_empty() {
                     moves[rng.below(moves.len())]
                 } else {
@@ -548,5 +575,8 @@ fn diagrams_read_every_printed_promoted_piece() {
     // Written back with the usual characters (全 圭 杏 と), and read again to the same start.
     let diagram = record::kif::board_diagram(&g.start);
     assert!(diagram.contains("| 全 圭 圭 杏 杏 と と ・ ・|三"), "{diagram}");
-    assert_eq!(record::kif::parse_kif(&record::kif::write_kif(&g).unwrap()).unwrap().start.to_sfen(), g.start.to_sfen());
+    assert_eq!(
+        record::kif::parse_kif(&record::kif::write_kif(&g).unwrap()).unwrap().start.to_sfen(),
+        g.start.to_sfen()
+    );
 }

@@ -622,10 +622,10 @@ fn jishogi_by_agreement() {
     assert_eq!(p.jishogi_points(Color::Black), 5 + 5 + 1 + 1 + 2);
     assert_eq!(p.jishogi_points(Color::White), 0);
     for (black, white, want) in [
-        ("RB14P", "rb4p", Status::JishogiWin),     // 24 v 14
-        ("RB13P", "rb14p", Status::JishogiLoss),   // 23 v 24
-        ("RB17P", "rb1p", Status::JishogiWin),     // 27 v 11
-        ("RB14P", "rb4g4s6p", Status::JishogiDraw), // 24 v 24: both have 24 or more
+        ("RB14P", "rb4p", Status::JishogiWin),        // 24 v 14
+        ("RB13P", "rb14p", Status::JishogiLoss),      // 23 v 24
+        ("RB17P", "rb1p", Status::JishogiWin),        // 27 v 11
+        ("RB14P", "rb4g4s6p", Status::JishogiDraw),   // 24 v 24: both have 24 or more
         ("RB4G4S", "rb4n4l10p", Status::JishogiLoss), // 18 v 28
     ] {
         let sfen = both_in(black, white);
@@ -722,7 +722,8 @@ fn max_plies_both_variants() {
 #[test]
 fn jsa_move_limit_plays_on_while_the_checks_go_on() {
     let checks = |n| GameRules { max_plies: n, max_moves_rule: MaxMovesRule::DrawAfterChecks, ..GameRules::default() };
-    let moves: Vec<String> = ["2h1h", "1a2a", "1h2h", "2a1a", "2h1h", "1a2a", "1h1g", "2a3a"].iter().map(|m| m.to_string()).collect();
+    let moves: Vec<String> =
+        ["2h1h", "1a2a", "1h2h", "2a1a", "2h1h", "1a2a", "1h1g", "2a3a"].iter().map(|m| m.to_string()).collect();
     let start = "8k/9/9/9/9/9/9/7R1/K8 b - 1";
     // Limit 1: Black checks at plies 1, 3 and 5; its move at ply 7 is no check: drawn there.
     let s = statuses(start, &moves, &checks(1));

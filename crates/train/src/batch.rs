@@ -13,9 +13,9 @@
 //!   0 for samples without one (the game ended after the sample's move, unknown ply).
 
 use koma_data::{flags, Sample};
-use koma_shogi::Move;
 use koma_nn::encoding::move_label;
 use koma_nn::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
+use koma_shogi::Move;
 use koma_shogi::Position;
 use rayon::prelude::*;
 use tch::{Device, Kind, Tensor};
@@ -159,9 +159,9 @@ impl HostBatch {
             result_class: up(Tensor::from_slice(&self.result_class)),
             policy_weight: up(Tensor::from_slice(&self.policy_weight)),
             value_weight: up(Tensor::from_slice(&self.value_weight)),
-            reply: self.has_replies().then(|| {
-                (up(Tensor::from_slice(&self.reply_label)), up(Tensor::from_slice(&self.reply_weight)))
-            }),
+            reply: self
+                .has_replies()
+                .then(|| (up(Tensor::from_slice(&self.reply_label)), up(Tensor::from_slice(&self.reply_weight)))),
             len: self.len(),
         }
     }
@@ -374,7 +374,13 @@ mod tests {
         // Without reply logits (or without reply labels) nothing is added.
         assert!(losses(&p, &v, None, &d, &config).reply.is_none());
         let plain = HostBatch::from_samples(&[sample(&Position::startpos(), vec![(first, 1.0)], 1, 0)], &config);
-        let l4 = losses(&p.narrow(0, 0, 1), &v.narrow(0, 0, 1), Some(&r.narrow(0, 0, 1)), &plain.to_device(Device::Cpu), &config);
+        let l4 = losses(
+            &p.narrow(0, 0, 1),
+            &v.narrow(0, 0, 1),
+            Some(&r.narrow(0, 0, 1)),
+            &plain.to_device(Device::Cpu),
+            &config,
+        );
         assert!(l4.reply.is_none());
         assert!((l4.total.double_value(&[]) - (l4.policy.double_value(&[]) + l4.value.double_value(&[]))).abs() < 1e-6);
     }

@@ -679,7 +679,8 @@ mod tests {
         config.loss_scale = crate::config::LossScaleConfig::default();
         let mut t = Trainer::new_allowing_cpu_half(&config, &ModelInit::Fresh(small())).unwrap();
         assert!(!t.train_step(&batch).unwrap().skipped);
-        let moved = before.iter().zip(variables(&t)).any(|((n, a), (_, b))| n.ends_with("running_mean") && !a.equal(&b));
+        let moved =
+            before.iter().zip(variables(&t)).any(|((n, a), (_, b))| n.ends_with("running_mean") && !a.equal(&b));
         assert!(moved, "an applied step updates the running statistics");
     }
 

@@ -27,8 +27,13 @@ fn model(reply: bool) -> ModelConfig {
 }
 
 fn config() -> TrainConfig {
-    let mut c =
-        TrainConfig { device: "cpu".into(), precision: Precision::F32, seed: 9, batch_size: 32, ..TrainConfig::default() };
+    let mut c = TrainConfig {
+        device: "cpu".into(),
+        precision: Precision::F32,
+        seed: 9,
+        batch_size: 32,
+        ..TrainConfig::default()
+    };
     c.checkpoint_every = 1000;
     c.log_every = 10;
     c.lr.base = 0.05;
@@ -151,7 +156,8 @@ fn resume_with_the_reply_head_is_exact() {
     assert_eq!(first[..], full[..7]);
     let second = run(&b, 12, ResumeMode::Required);
     assert_eq!(second[..], full[7..]);
-    let sha = |d: &Path| checkpoint::read_meta(&d.join("models").join(checkpoint::file_name(12))).unwrap().weights_sha256;
+    let sha =
+        |d: &Path| checkpoint::read_meta(&d.join("models").join(checkpoint::file_name(12))).unwrap().weights_sha256;
     assert_eq!(sha(&a), sha(&b));
 }
 

@@ -206,7 +206,8 @@ fn diverge_after_step_10(lr: f64, checkpoint_every: u64, steps: u64) -> TrainErr
     c.lr.base = lr;
     c.lr.warmup_steps = 0;
     c.lr.schedule = Schedule::Constant;
-    let error = train(&options(&run_dir, &data, steps, &c, ResumeMode::Required), &mut |_| {}).expect_err("a NaN run went on");
+    let error =
+        train(&options(&run_dir, &data, steps, &c, ResumeMode::Required), &mut |_| {}).expect_err("a NaN run went on");
     let TrainError::Diverged { step, .. } = &error else { panic!("not a divergence: {error}") };
     assert!(*step > 10 && *step < steps, "{error}");
     let message = error.to_string();

@@ -29,7 +29,14 @@ fn small_model() -> ModelConfig {
 
 /// The smallest network the tests that only exercise the machinery train.
 fn micro_model() -> ModelConfig {
-    ModelConfig { blocks: 1, channels: 8, policy_channels: 4, value_channels: 2, value_hidden: 8, ..ModelConfig::tiny() }
+    ModelConfig {
+        blocks: 1,
+        channels: 8,
+        policy_channels: 4,
+        value_channels: 2,
+        value_hidden: 8,
+        ..ModelConfig::tiny()
+    }
 }
 
 fn write_games(dir: &Path, games: usize, seed: u64, policy: SynthPolicy, per_shard: usize, prefix: &str) {

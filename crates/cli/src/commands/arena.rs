@@ -142,7 +142,16 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
-    let config = MatchConfig { games: args.games, concurrency: args.concurrency, rules, openings, sprt, results: Some(args.results.clone()), records: Some(args.records.clone()), cancel: Some(crate::interrupt::stop_flag()) };
+    let config = MatchConfig {
+        games: args.games,
+        concurrency: args.concurrency,
+        rules,
+        openings,
+        sprt,
+        results: Some(args.results.clone()),
+        records: Some(args.records.clone()),
+        cancel: Some(crate::interrupt::stop_flag()),
+    };
     let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
     let state = run_match(a, b, &config, &mut |_, s| {
@@ -160,7 +169,16 @@ pub fn run(args: Args) -> Result<()> {
         println!("{}", result_json(&state, &args));
         return Ok(());
     }
-    println!("{} vs {}: {} games, +{} ={} -{}, score {:.3}", state.a_name, state.b_name, state.played, state.wins, state.draws, state.losses, state.score());
+    println!(
+        "{} vs {}: {} games, +{} ={} -{}, score {:.3}",
+        state.a_name,
+        state.b_name,
+        state.played,
+        state.wins,
+        state.draws,
+        state.losses,
+        state.score()
+    );
     if let Some(e) = state.elo() {
         println!("Elo difference {:+.1} (95% CI {:+.1} … {:+.1})", e.elo, e.lower, e.upper);
     }

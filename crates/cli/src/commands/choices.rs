@@ -60,7 +60,11 @@ mod tests {
         // The library's aliases and case-insensitivity still hold.
         assert_eq!(Cli::try_parse_from(["koma", "--impasse", "Agreement"]).unwrap().impasse, ImpasseRule::Agreement);
         let error = Cli::try_parse_from(["koma", "--impasse", "jsa25"]).unwrap_err().to_string();
-        assert!(error.contains("jsa25") && error.contains("[possible values: csa27, jsa24, try, try-unconditional, jishogi, none]"), "{error}");
+        assert!(
+            error.contains("jsa25")
+                && error.contains("[possible values: csa27, jsa24, try, try-unconditional, jishogi, none]"),
+            "{error}"
+        );
         let help = Cli::command().render_help().to_string();
         assert!(help.contains("[possible values: csa27, jsa24, try, try-unconditional, jishogi, none]"), "{help}");
     }

@@ -70,10 +70,13 @@ fn notation_text(game: &GameRecord, style: &str) -> Result<String> {
 pub fn run(args: Args) -> Result<()> {
     let from = args.from;
     if args.json && (args.to == NOTATION || (args.output.is_none() && !args.input.is_dir())) {
-        bail!("--json prints a summary on stdout: give an output file or directory for the records (and a record format)");
+        bail!(
+            "--json prints a summary on stdout: give an output file or directory for the records (and a record format)"
+        );
     }
     if args.to == NOTATION {
-        let games = record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
+        let games =
+            record::read_file(&args.input, from).with_context(|| format!("reading {}", args.input.display()))?;
         let mut text = String::new();
         for game in &games {
             text.push_str(&notation_text(game, &args.style)?);
@@ -91,7 +94,11 @@ pub fn run(args: Args) -> Result<()> {
     }
     let files = summary.converted.len();
     if args.json {
-        let converted: Vec<_> = summary.converted.iter().map(|f| serde_json::json!({ "input": f.input, "outputs": f.outputs, "games": f.games })).collect();
+        let converted: Vec<_> = summary
+            .converted
+            .iter()
+            .map(|f| serde_json::json!({ "input": f.input, "outputs": f.outputs, "games": f.games }))
+            .collect();
         let failed: Vec<String> = summary.errors.iter().map(|e| e.to_string()).collect();
         println!("{}", serde_json::json!({ "games": summary.games(), "files": converted, "failed": failed }));
     } else if args.output.is_some() || args.input.is_dir() {

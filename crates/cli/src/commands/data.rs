@@ -133,7 +133,8 @@ fn bar(len: u64, template: &str) -> ProgressBar {
 const WARNINGS_PRINTED: usize = 50;
 
 fn run_import(args: ImportArgs) -> Result<()> {
-    let source = Source::from_name(&args.from).with_context(|| format!("--from {:?}: expected csa, kif, ki2, hcpe or auto", args.from))?;
+    let source = Source::from_name(&args.from)
+        .with_context(|| format!("--from {:?}: expected csa, kif, ki2, hcpe or auto", args.from))?;
     if args.games_per_shard == 0 || args.positions_per_shard == 0 {
         bail!("--games-per-shard and --positions-per-shard must be at least 1");
     }
@@ -142,7 +143,12 @@ fn run_import(args: ImportArgs) -> Result<()> {
     }
     let options = ImportOptions {
         source,
-        records: RecordOptions { min_moves: args.min_moves, min_rating: args.min_rating, use_evals: args.evals, eval_scale: args.eval_scale },
+        records: RecordOptions {
+            min_moves: args.min_moves,
+            min_rating: args.min_rating,
+            use_evals: args.evals,
+            eval_scale: args.eval_scale,
+        },
         eval_scale: args.eval_scale,
         games_per_shard: args.games_per_shard,
         positions_per_shard: args.positions_per_shard,
@@ -170,13 +176,17 @@ fn run_import(args: ImportArgs) -> Result<()> {
     .with_context(|| format!("importing into {}", args.out.display()))?;
     progress.finish_and_clear();
     if summary.files == 0 {
-        bail!("no files to import in {:?} (for directories: files ending in {})", args.inputs, match source {
-            Source::Csa => ".csa",
-            Source::Kif => ".kif or .kifu",
-            Source::Ki2 => ".ki2",
-            Source::Hcpe => ".hcpe",
-            Source::Auto => ".csa, .kif, .kifu, .ki2 or .hcpe",
-        });
+        bail!(
+            "no files to import in {:?} (for directories: files ending in {})",
+            args.inputs,
+            match source {
+                Source::Csa => ".csa",
+                Source::Kif => ".kif or .kifu",
+                Source::Ki2 => ".ki2",
+                Source::Hcpe => ".hcpe",
+                Source::Auto => ".csa, .kif, .kifu, .ki2 or .hcpe",
+            }
+        );
     }
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
@@ -210,7 +220,11 @@ fn run_import(args: ImportArgs) -> Result<()> {
             ));
         }
         if summary.hcpe_records > 0 {
-            parts.push(format!("{} of {} hcpe records", summary.hcpe_records - summary.bad_records, summary.hcpe_records));
+            parts.push(format!(
+                "{} of {} hcpe records",
+                summary.hcpe_records - summary.bad_records,
+                summary.hcpe_records
+            ));
         }
         println!(
             "imported {} from {} files in {seconds:.1} s: {} samples in {} shards under {}",
@@ -221,7 +235,12 @@ fn run_import(args: ImportArgs) -> Result<()> {
             args.out.display()
         );
         if summary.problem_count > 0 {
-            println!("{} problems in {} bad files (listed above{})", summary.problem_count, summary.bad_files, if summary.problem_count > WARNINGS_PRINTED { ", the first ones" } else { "" });
+            println!(
+                "{} problems in {} bad files (listed above{})",
+                summary.problem_count,
+                summary.bad_files,
+                if summary.problem_count > WARNINGS_PRINTED { ", the first ones" } else { "" }
+            );
         }
     }
     if summary.samples == 0 && summary.problem_count > 0 {
@@ -260,9 +279,27 @@ fn run_export(args: ExportArgs) -> Result<()> {
 /// square as seen by the mover.
 fn label_name(label: usize) -> String {
     let (dir, to) = (label / SQUARES, label % SQUARES);
-    const BOARD: [&str; 10] = ["up", "up-left", "up-right", "left", "right", "down", "down-left", "down-right", "knight-left", "knight-right"];
-    const DROPS: [PieceType; 7] =
-        [PieceType::Pawn, PieceType::Lance, PieceType::Knight, PieceType::Silver, PieceType::Bishop, PieceType::Rook, PieceType::Gold];
+    const BOARD: [&str; 10] = [
+        "up",
+        "up-left",
+        "up-right",
+        "left",
+        "right",
+        "down",
+        "down-left",
+        "down-right",
+        "knight-left",
+        "knight-right",
+    ];
+    const DROPS: [PieceType; 7] = [
+        PieceType::Pawn,
+        PieceType::Lance,
+        PieceType::Knight,
+        PieceType::Silver,
+        PieceType::Bishop,
+        PieceType::Rook,
+        PieceType::Gold,
+    ];
     let square = Square::from_index(to as u8).map_or_else(|| to.to_string(), |s| s.to_string());
     if dir >= direction::DROP {
         let pt = DROPS.get(dir - direction::DROP).map_or('?', |p| p.sfen_letter());
@@ -288,11 +325,8 @@ fn label_histogram(stats: &ShardStats, top: usize) -> Labels {
     let total: f64 = mass.iter().sum();
     let mut order: Vec<usize> = (0..MOVE_LABELS).filter(|&l| mass[l] > 0.0).collect();
     order.sort_by(|&a, &b| mass[b].total_cmp(&mass[a]));
-    let entropy_bits = if total > 0.0 {
-        -order.iter().map(|&l| mass[l] / total).map(|p| p * p.log2()).sum::<f64>()
-    } else {
-        0.0
-    };
+    let entropy_bits =
+        if total > 0.0 { -order.iter().map(|&l| mass[l] / total).map(|p| p * p.log2()).sum::<f64>() } else { 0.0 };
     Labels { distinct: order.len(), entropy_bits, top: order.iter().take(top).map(|&l| (l, mass[l] / total)).collect() }
 }
 
@@ -345,14 +379,21 @@ fn print_stats(s: &ShardStats, labels: &Labels) {
         s.winners.black,
         s.winners.white,
         s.winners.draw,
-        if s.position_sets > 0 { format!("; plus {} sets of positions without games (hcpe)", s.position_sets) } else { String::new() }
+        if s.position_sets > 0 {
+            format!("; plus {} sets of positions without games (hcpe)", s.position_sets)
+        } else {
+            String::new()
+        }
     );
     if !s.end_reasons.is_empty() {
         println!("endings: {}", s.end_reasons.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
     }
     let d = &s.game_length;
     if d.count > 0 {
-        println!("game length (plies): min {}, p10 {}, median {}, mean {:.1}, p90 {}, max {}", d.min, d.p10, d.median, d.mean, d.p90, d.max);
+        println!(
+            "game length (plies): min {}, p10 {}, median {}, mean {:.1}, p90 {}, max {}",
+            d.min, d.p10, d.median, d.mean, d.p90, d.max
+        );
         let widest = d.histogram.iter().map(|h| h.2).max().unwrap_or(1).max(1);
         for &(from, to, count) in &d.histogram {
             println!("  {from:>4}-{:<4} {count:>8} {}", to - 1, "#".repeat((40 * count).div_ceil(widest) as usize));
@@ -371,7 +412,10 @@ fn print_stats(s: &ShardStats, labels: &Labels) {
         "policy: {:.2} entries per sample (max {}), {} samples without a policy target",
         s.policy.mean_per_sample, s.policy.max_per_sample, s.policy.samples_without_policy
     );
-    println!("move labels (policy mass): {} distinct, entropy {:.2} bits; most frequent:", labels.distinct, labels.entropy_bits);
+    println!(
+        "move labels (policy mass): {} distinct, entropy {:.2} bits; most frequent:",
+        labels.distinct, labels.entropy_bits
+    );
     for (i, &(l, share)) in labels.top.iter().enumerate() {
         println!("  {:>2}. {:>5} {:<22} {:>6.2}%", i + 1, l, label_name(l), share * 100.0);
     }
@@ -411,7 +455,11 @@ fn run_verify(args: VerifyArgs) -> Result<()> {
     if args.json {
         println!("{}", serde_json::json!({ "shards": checks.len(), "bad": bad, "samples": samples, "checks": checks }));
     } else {
-        println!("{} shards, {samples} samples: {}", checks.len(), if bad == 0 { "all good".to_string() } else { format!("{bad} BAD") });
+        println!(
+            "{} shards, {samples} samples: {}",
+            checks.len(),
+            if bad == 0 { "all good".to_string() } else { format!("{bad} BAD") }
+        );
     }
     if bad > 0 {
         bail!("{bad} of {} shards are bad", checks.len());

@@ -71,7 +71,6 @@ pub struct Args {
     json: bool,
 }
 
-
 /// The command line as typed, quoted where needed.
 fn command_line() -> String {
     std::env::args()
@@ -104,19 +103,38 @@ struct Status {
 impl Status {
     fn new(dir: &std::path::Path, variants: usize) -> Status {
         let plain = !std::io::stderr().is_terminal();
-        let bars = MultiProgress::with_draw_target(if plain { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() });
+        let bars = MultiProgress::with_draw_target(if plain {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        });
         let header = bars.add(ProgressBar::new_spinner());
         header.set_style(ProgressStyle::with_template("{prefix:>10.bold} {msg}").expect("template"));
         header.set_prefix("experiment");
         let bar = |prefix: &str| {
             let b = bars.add(ProgressBar::new(1));
-            b.set_style(ProgressStyle::with_template("{prefix:>10.bold} [{bar:30}] {msg}").expect("template").progress_chars("=> "));
+            b.set_style(
+                ProgressStyle::with_template("{prefix:>10.bold} [{bar:30}] {msg}")
+                    .expect("template")
+                    .progress_chars("=> "),
+            );
             b.set_prefix(prefix.to_string());
             b
         };
         let training = bar("training");
         let matches = bar("matches");
-        Status { bars, header, training, matches, started: Instant::now(), dir: dir.to_path_buf(), variants, phase: "starting".into(), plain, last_plain: Instant::now() }
+        Status {
+            bars,
+            header,
+            training,
+            matches,
+            started: Instant::now(),
+            dir: dir.to_path_buf(),
+            variants,
+            phase: "starting".into(),
+            plain,
+            last_plain: Instant::now(),
+        }
     }
 
     /// A line worth keeping: to the log (and stderr without a terminal), above the bars.
@@ -139,10 +157,20 @@ impl Status {
                 self.training.set_length((budget * 10.0) as u64);
                 self.training.set_position((used.min(budget) * 10.0) as u64);
                 let step = step.map(|s| format!(" · step {s}")).unwrap_or_default();
-                self.training.set_message(format!("{name}: {} of {} · wall {} · CPU {}{step}", duration(used), duration(budget), duration(wall), duration(cpu)));
+                self.training.set_message(format!(
+                    "{name}: {} of {} · wall {} · CPU {}{step}",
+                    duration(used),
+                    duration(budget),
+                    duration(wall),
+                    duration(cpu)
+                ));
             }
             ExperimentEvent::VariantEnded { name, reason, used, budget } => {
-                self.line(format!("variant {name}: stopped ({reason}) after {} of {}", duration(used), duration(budget)));
+                self.line(format!(
+                    "variant {name}: stopped ({reason}) after {} of {}",
+                    duration(used),
+                    duration(budget)
+                ));
             }
             ExperimentEvent::Match { label, index, count, played, games, done, total } => {
                 self.phase = format!("match {}/{count}", index + 1);
@@ -155,7 +183,12 @@ impl Status {
     }
 
     fn tick(&mut self) {
-        self.header.set_message(format!("{} · {} · {} · Ctrl-C stops cleanly", self.dir.display(), self.phase, duration(self.started.elapsed().as_secs_f64())));
+        self.header.set_message(format!(
+            "{} · {} · {} · Ctrl-C stops cleanly",
+            self.dir.display(),
+            self.phase,
+            duration(self.started.elapsed().as_secs_f64())
+        ));
         if self.plain && self.last_plain.elapsed() >= Duration::from_secs(30) {
             self.last_plain = Instant::now();
             for bar in [&self.header, &self.training, &self.matches] {
@@ -194,7 +227,10 @@ fn print_summary(r: &ExperimentReport, report_md: &std::path::Path, plot: &Resul
         r.games_per_pairing,
         r.anchor
     );
-    println!("  {:<16} {:>6} {:>15} {:>11} {:>9} {:>9} {:>8} {:>8}", "variant", "Elo", "95% CI", "vs greedy", "sp games", "steps", "CPU min", "wall min");
+    println!(
+        "  {:<16} {:>6} {:>15} {:>11} {:>9} {:>9} {:>8} {:>8}",
+        "variant", "Elo", "95% CI", "vs greedy", "sp games", "steps", "CPU min", "wall min"
+    );
     let mut rows: Vec<_> = r.variants.iter().collect();
     rows.sort_by(|a, b| b.elo.unwrap_or(f64::NEG_INFINITY).total_cmp(&a.elo.unwrap_or(f64::NEG_INFINITY)));
     for v in rows {
@@ -246,14 +282,21 @@ pub fn run(args: Args) -> Result<()> {
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let log = prepared.dir.logs().join(format!("experiment-{stamp}.log"));
     logging::log_to_file(&log).with_context(|| format!("opening the log {}", log.display()))?;
-    tracing::info!("koma experiment {} {}: {}", if prepared.resumed { "resumes" } else { "starts" }, prepared.dir.root.display(), options.command_line);
+    tracing::info!(
+        "koma experiment {} {}: {}",
+        if prepared.resumed { "resumes" } else { "starts" },
+        prepared.dir.root.display(),
+        options.command_line
+    );
     let mut status = Status::new(&prepared.dir.root, prepared.variants.len());
     logging::quiet_stderr(!status.plain);
     let (sender, events) = unbounded();
     let result = std::thread::scope(|scope| {
         let worker = scope.spawn(|| experiment::run(&prepared, &options, &sender));
         drain(&events, &mut status, &|| worker.is_finished());
-        worker.join().unwrap_or_else(|_| Err(koma_pipeline::PipelineError::Stage { stage: "experiment", message: "a thread panicked".into() }))
+        worker.join().unwrap_or_else(|_| {
+            Err(koma_pipeline::PipelineError::Stage { stage: "experiment", message: "a thread panicked".into() })
+        })
     });
     status.finish();
     logging::quiet_stderr(false);
@@ -262,7 +305,10 @@ pub fn run(args: Args) -> Result<()> {
             let again = format!("koma experiment --dir {} --resume", prepared.dir.root.display());
             eprintln!("koma experiment: stopped; everything so far is kept. Continue with: {again}");
             if args.json {
-                println!("{}", serde_json::json!({ "complete": false, "directory": prepared.dir.root, "resume": again }));
+                println!(
+                    "{}",
+                    serde_json::json!({ "complete": false, "directory": prepared.dir.root, "resume": again })
+                );
             }
             return Ok(());
         }

@@ -44,10 +44,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let evaluator: Arc<dyn Evaluator> = match &args.model {
-        Some(path) => Arc::new(SharedNetwork::new(Network::load(path, &args.run.options()?).with_context(|| format!("loading {}", path.display()))?)),
+        Some(path) => Arc::new(SharedNetwork::new(
+            Network::load(path, &args.run.options()?).with_context(|| format!("loading {}", path.display()))?,
+        )),
         None => Arc::new(MaterialEvaluator),
     };
-    let spec = SuiteSpec { count: args.count, plies: args.plies, max_abs_value: args.max_value, simulations: args.simulations, seed: args.seed };
+    let spec = SuiteSpec {
+        count: args.count,
+        plies: args.plies,
+        max_abs_value: args.max_value,
+        simulations: args.simulations,
+        seed: args.seed,
+    };
     let judge = args.model.as_ref().map_or("material".to_string(), |p| p.display().to_string());
     let lines = generate_suite(&spec, evaluator.as_ref()).with_context(|| format!("judging openings with {judge}"))?;
     let mut text = format!(
@@ -87,7 +95,11 @@ pub fn run(args: Args) -> Result<()> {
         None => {}
     }
     if lines.len() < args.count {
-        anyhow::bail!("only {} of {} openings passed the balance check; raise --max-value or lower --plies", lines.len(), args.count);
+        anyhow::bail!(
+            "only {} of {} openings passed the balance check; raise --max-value or lower --plies",
+            lines.len(),
+            args.count
+        );
     }
     Ok(())
 }

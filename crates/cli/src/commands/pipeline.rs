@@ -88,7 +88,11 @@ struct Status {
 impl Status {
     fn new(run: &Path, limit: Option<f64>, cpu_limit: Option<f64>) -> Status {
         let plain = !std::io::stderr().is_terminal();
-        let bars = MultiProgress::with_draw_target(if plain { ProgressDrawTarget::hidden() } else { ProgressDrawTarget::stderr() });
+        let bars = MultiProgress::with_draw_target(if plain {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        });
         let line = |prefix: &str| {
             let bar = bars.add(ProgressBar::new_spinner());
             bar.set_style(ProgressStyle::with_template("{prefix:>10.bold} {msg}").expect("template"));
@@ -133,7 +137,11 @@ impl Status {
             }
             Event::TrainStarted { step, resumed, window, device, precision, .. } => {
                 let what = if resumed { "resumed" } else { "started" };
-                tracing::info!("trainer {what} at step {step} on {device} ({precision}); window {} of {} samples", window.window_samples, window.total_samples);
+                tracing::info!(
+                    "trainer {what} at step {step} on {device} ({precision}); window {} of {} samples",
+                    window.window_samples,
+                    window.total_samples
+                );
                 self.train_line = format!("step {step} ({what} on {device}, {precision})");
                 self.redraw_train();
             }
@@ -156,8 +164,13 @@ impl Status {
             }
             Event::TrainWaiting(w) => {
                 self.train_line = match w.reason {
-                    WaitReason::WindowTooSmall => format!("waiting for data: {} samples, need {}", w.window_samples, w.needed_total_samples),
-                    WaitReason::AheadOfData => format!("waiting for self-play: {} samples produced, need {}", w.total_samples, w.needed_total_samples),
+                    WaitReason::WindowTooSmall => {
+                        format!("waiting for data: {} samples, need {}", w.window_samples, w.needed_total_samples)
+                    }
+                    WaitReason::AheadOfData => format!(
+                        "waiting for self-play: {} samples produced, need {}",
+                        w.total_samples, w.needed_total_samples
+                    ),
                 };
                 self.redraw_train();
             }
@@ -176,7 +189,8 @@ impl Status {
                 self.redraw_models();
             }
             Event::ReportProgress { done, planned, current, games } => {
-                self.header.set_message(format!("arena report: match {}/{planned}: {current} · {games} games", done + 1));
+                self.header
+                    .set_message(format!("arena report: match {}/{planned}: {current} · {games} games", done + 1));
             }
             Event::Note(note) => {
                 tracing::info!("{note}");
@@ -202,8 +216,15 @@ impl Status {
 
     fn redraw_models(&self) {
         let arena = if self.arena.is_empty() { String::new() } else { format!(" · last arena: {}", self.arena) };
-        let latest = if self.last_checkpoint.is_empty() { String::new() } else { format!(" · newest {}", self.last_checkpoint) };
-        self.models.set_message(format!("self-play uses {} · {} published this session{latest}{arena}", self.model, self.checkpoints));
+        let latest = if self.last_checkpoint.is_empty() {
+            String::new()
+        } else {
+            format!(" · newest {}", self.last_checkpoint)
+        };
+        self.models.set_message(format!(
+            "self-play uses {} · {} published this session{latest}{arena}",
+            self.model, self.checkpoints
+        ));
     }
 
     fn tick(&mut self) {
@@ -218,7 +239,11 @@ impl Status {
         };
         if !self.header.message().starts_with("arena report") {
             let stalled: String = self.stalled.iter().map(|(_, line)| format!(" · {line}")).collect();
-            self.header.set_message(format!("{} · {}{limit}{cpu}{stalled} · Ctrl-C stops cleanly", self.run.display(), duration(elapsed)));
+            self.header.set_message(format!(
+                "{} · {}{limit}{cpu}{stalled} · Ctrl-C stops cleanly",
+                self.run.display(),
+                duration(elapsed)
+            ));
         }
         for bar in [&self.header, &self.selfplay, &self.train, &self.models] {
             bar.tick();
@@ -278,7 +303,13 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     );
     println!("  endings: {}", st.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
     if let Some(rate) = st.false_resignation_rate() {
-        println!("  resignations {}; false resignations {}/{} no-resign games ({:.1}%)", st.resignations, st.false_resignations, st.no_resign_games, 100.0 * rate);
+        println!(
+            "  resignations {}; false resignations {}/{} no-resign games ({:.1}%)",
+            st.resignations,
+            st.false_resignations,
+            st.no_resign_games,
+            100.0 * rate
+        );
     }
     println!("  models played: {}", sp.models.join(" → "));
     let t = &s.train;
@@ -375,13 +406,16 @@ pub fn run(args: Args) -> Result<()> {
     }
     let limit = options.minutes.unwrap_or(prepared.config.run.minutes);
     let cpu_limit = options.cpu_minutes.unwrap_or(prepared.config.run.cpu_minutes);
-    let mut status = Status::new(&prepared.run.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
+    let mut status =
+        Status::new(&prepared.run.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
     logging::quiet_stderr(!status.plain);
     let (sender, events) = unbounded();
     let result = std::thread::scope(|scope| {
         let worker = scope.spawn(|| koma_pipeline::run(&prepared, &options, &sender));
         drain(&events, &mut status, &|| worker.is_finished());
-        worker.join().unwrap_or_else(|_| Err(koma_pipeline::PipelineError::Stage { stage: "pipeline", message: "a thread panicked".into() }))
+        worker.join().unwrap_or_else(|_| {
+            Err(koma_pipeline::PipelineError::Stage { stage: "pipeline", message: "a thread panicked".into() })
+        })
     });
     status.finish();
     logging::quiet_stderr(false);
@@ -394,7 +428,8 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let summary_file = prepared.run.logs_dir().join(format!("summary-{stamp}.json"));
-    std::fs::write(&summary_file, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {}", summary_file.display()))?;
+    std::fs::write(&summary_file, serde_json::to_string_pretty(&summary)?)
+        .with_context(|| format!("writing {}", summary_file.display()))?;
     tracing::info!("summary written to {}", summary_file.display());
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);

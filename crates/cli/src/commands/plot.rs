@@ -25,7 +25,11 @@ pub fn run_plot_script(args: &[&OsStr]) -> Result<Vec<PathBuf>> {
     } else {
         ""
     };
-    anyhow::ensure!(output.status.success(), "the plot script failed with {python}{hint}: {}", stderr.trim().lines().last().unwrap_or(""));
+    anyhow::ensure!(
+        output.status.success(),
+        "the plot script failed with {python}{hint}: {}",
+        stderr.trim().lines().last().unwrap_or("")
+    );
     Ok(String::from_utf8_lossy(&output.stdout).lines().map(PathBuf::from).collect())
 }
 

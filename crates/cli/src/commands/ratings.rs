@@ -36,12 +36,22 @@ pub fn run(args: Args) -> Result<()> {
     let ratings = fit(&games, &args.anchor);
     if args.json {
         for r in &ratings {
-            println!("{}", serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "games": r.games, "points": r.points, "step": step_of_player(&r.player) }));
+            println!(
+                "{}",
+                serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "games": r.games, "points": r.points, "step": step_of_player(&r.player) })
+            );
         }
     } else {
         println!("{:<32} {:>8} {:>7} {:>7} {:>7}", "player", "Elo", "±95%", "games", "score");
         for r in &ratings {
-            println!("{:<32} {:>8.1} {:>7.1} {:>7.0} {:>6.1}%", r.player, r.elo, r.margin, r.games, 100.0 * r.points / r.games.max(1.0));
+            println!(
+                "{:<32} {:>8.1} {:>7.1} {:>7.0} {:>6.1}%",
+                r.player,
+                r.elo,
+                r.margin,
+                r.games,
+                100.0 * r.points / r.games.max(1.0)
+            );
         }
     }
     if let Some(png) = &args.plot {

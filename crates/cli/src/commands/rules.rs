@@ -29,7 +29,12 @@ pub struct Args {
 }
 
 fn game_rules(args: &Args) -> GameRules {
-    GameRules { max_plies: args.max_plies, max_moves_rule: args.max_moves_rule, impasse: args.impasse, ..GameRules::default() }
+    GameRules {
+        max_plies: args.max_plies,
+        max_moves_rule: args.max_moves_rule,
+        impasse: args.impasse,
+        ..GameRules::default()
+    }
 }
 
 /// The JSON answer for one input line.

@@ -81,7 +81,8 @@ fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
     bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.root.display()));
     let started = Instant::now();
     let summary = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| koma_pipeline::selfplay_stage::run_selfplay(&run, &config, &prefix, stop.clone(), &sender));
+        let worker =
+            scope.spawn(|| koma_pipeline::selfplay_stage::run_selfplay(&run, &config, &prefix, stop.clone(), &sender));
         while !worker.is_finished() || !events.is_empty() {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(s.line()),
@@ -93,7 +94,9 @@ fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
             }
             bar.tick();
         }
-        worker.join().unwrap_or_else(|_| Err(koma_pipeline::PipelineError::Stage { stage: "self-play", message: "the thread panicked".into() }))
+        worker.join().unwrap_or_else(|_| {
+            Err(koma_pipeline::PipelineError::Stage { stage: "self-play", message: "the thread panicked".into() })
+        })
     })?;
     bar.finish_and_clear();
     let seconds = started.elapsed().as_secs_f64();
@@ -121,7 +124,8 @@ pub fn run(args: Args) -> Result<()> {
         _ => anyhow::bail!("--model and --out are required without --run"),
     };
     let config = load_selfplay_config(args.config.as_ref())?;
-    let network = Network::load(&model, &args.run.options()?).with_context(|| format!("loading {}", model.display()))?;
+    let network =
+        Network::load(&model, &args.run.options()?).with_context(|| format!("loading {}", model.display()))?;
     let model_name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name);
     let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
@@ -132,7 +136,11 @@ pub fn run(args: Args) -> Result<()> {
     let prefix = format!("selfplay-{}", std::process::id());
     let writer = ShardWriter::spawn(&out, &prefix, args.games_per_shard)?;
     let records = match &args.records {
-        Some(dir) => Some(koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix).map_err(anyhow::Error::msg)?.spawn_tee(writer.sender())),
+        Some(dir) => Some(
+            koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix)
+                .map_err(anyhow::Error::msg)?
+                .spawn_tee(writer.sender()),
+        ),
         None => None,
     };
     let bar = ProgressBar::new(args.games as u64);
@@ -165,7 +173,8 @@ pub fn run(args: Args) -> Result<()> {
     // Whatever ended self-play, the games finished before it are written first.
     let records = records.map(|r| r.finish());
     let written = writer.finish()?;
-    let stats = result.map_err(|e| anyhow::anyhow!("self-play: {e} ({} games written to {})", written.games, out.display()))?;
+    let stats =
+        result.map_err(|e| anyhow::anyhow!("self-play: {e} ({} games written to {})", written.games, out.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         println!(
@@ -173,14 +182,38 @@ pub fn run(args: Args) -> Result<()> {
             serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples, "records_written": records.as_ref().map(|r| r.written) })
         );
     } else {
-        println!("{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}", stats.games, stats.games as f64 / seconds, written.samples, written.shards.len(), out.display());
-        println!("results: Black {} / White {} / draws {}; average length {:.1} plies", stats.black_wins, stats.white_wins, stats.draws, stats.average_length());
+        println!(
+            "{} games in {seconds:.1} s ({:.2} games/s), {} samples in {} shards under {}",
+            stats.games,
+            stats.games as f64 / seconds,
+            written.samples,
+            written.shards.len(),
+            out.display()
+        );
+        println!(
+            "results: Black {} / White {} / draws {}; average length {:.1} plies",
+            stats.black_wins,
+            stats.white_wins,
+            stats.draws,
+            stats.average_length()
+        );
         println!("endings: {}", stats.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
         if let Some(r) = &records {
-            println!("{} game records under {}{}", r.written, r.dir.display(), if r.failed > 0 { format!(" ({} could not be written)", r.failed) } else { String::new() });
+            println!(
+                "{} game records under {}{}",
+                r.written,
+                r.dir.display(),
+                if r.failed > 0 { format!(" ({} could not be written)", r.failed) } else { String::new() }
+            );
         }
         if let Some(rate) = stats.false_resignation_rate() {
-            println!("resignations {}; false resignations {}/{} no-resign games ({:.1}%)", stats.resignations, stats.false_resignations, stats.no_resign_games, rate * 100.0);
+            println!(
+                "resignations {}; false resignations {}/{} no-resign games ({:.1}%)",
+                stats.resignations,
+                stats.false_resignations,
+                stats.no_resign_games,
+                rate * 100.0
+            );
         }
     }
     Ok(())

@@ -115,7 +115,8 @@ fn run_options(args: &Args, run: &koma_pipeline::RunDir) -> Result<(TrainOptions
     let mut train = pipeline.train_config();
     apply_overrides(args, &mut train)?;
     let model_zero = koma_pipeline::pipeline::ensure_model_zero(run, &pipeline)?;
-    let mut options = TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path)), args.steps, train);
+    let mut options =
+        TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path)), args.steps, train);
     options.resume = ResumeMode::IfPresent;
     Ok((options, pipeline))
 }

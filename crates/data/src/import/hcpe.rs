@@ -69,7 +69,10 @@ pub fn sample_to_hcpe(sample: &Sample, eval_scale: f64) -> Result<HcpeRecord, St
 
 /// Reads the complete records of an hcpe stream, calling `each(index, record)`; returns the
 /// number of complete records and the length of a trailing partial one (0 when none).
-pub fn read_hcpe<R: Read>(mut reader: R, mut each: impl FnMut(usize, &HcpeRecord) -> bool) -> std::io::Result<(usize, usize)> {
+pub fn read_hcpe<R: Read>(
+    mut reader: R,
+    mut each: impl FnMut(usize, &HcpeRecord) -> bool,
+) -> std::io::Result<(usize, usize)> {
     const CHUNK: usize = 4096;
     let mut buf = vec![0u8; HCPE_BYTES * CHUNK];
     let mut filled = 0;
@@ -154,7 +157,13 @@ mod tests {
 
     #[test]
     fn reader_reports_a_partial_tail() {
-        let rec = HcpeRecord { hcp: encode_hcp(&Position::startpos()).unwrap(), eval: 5, best_move16: 0, game_result: 0, dummy: 0 };
+        let rec = HcpeRecord {
+            hcp: encode_hcp(&Position::startpos()).unwrap(),
+            eval: 5,
+            best_move16: 0,
+            game_result: 0,
+            dummy: 0,
+        };
         let mut bytes: Vec<u8> = (0..5000).flat_map(|_| rec.to_bytes()).collect();
         bytes.extend_from_slice(&[1, 2, 3]);
         let mut seen = 0;

@@ -155,7 +155,8 @@ pub enum ImportEvent<'a> {
 pub fn collect_inputs(inputs: &[PathBuf], source: Source) -> Result<Vec<(PathBuf, Source)>> {
     fn walk(dir: &Path, source: Source, out: &mut Vec<(PathBuf, Source)>) -> Result<()> {
         let io = |source| DataError::Io { path: dir.to_path_buf(), source };
-        let mut entries: Vec<PathBuf> = fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>().map_err(io)?;
+        let mut entries: Vec<PathBuf> =
+            fs::read_dir(dir).map_err(io)?.map(|e| e.map(|e| e.path())).collect::<std::io::Result<_>>().map_err(io)?;
         entries.sort();
         for p in entries {
             if p.is_dir() {
@@ -221,7 +222,12 @@ fn display_name(path: &Path, roots: &[PathBuf]) -> String {
 
 /// Imports `inputs` into shards under `out`. Returns what was done; bad files and records are in
 /// the summary (and reported through `progress`) unless `strict`, where the first one is an error.
-pub fn import(inputs: &[PathBuf], out: &Path, options: &ImportOptions, progress: &mut dyn FnMut(&ImportEvent)) -> Result<ImportSummary> {
+pub fn import(
+    inputs: &[PathBuf],
+    out: &Path,
+    options: &ImportOptions,
+    progress: &mut dyn FnMut(&ImportEvent),
+) -> Result<ImportSummary> {
     let files = collect_inputs(inputs, options.source)?;
     let bytes: u64 = files.iter().map(|(p, _)| fs::metadata(p).map(|m| m.len()).unwrap_or(0)).sum();
     progress(&ImportEvent::Start { files: files.len(), bytes });
@@ -267,7 +273,13 @@ pub fn import(inputs: &[PathBuf], out: &Path, options: &ImportOptions, progress:
     outcome.map(|()| summary)
 }
 
-fn import_record_file(run: &mut Run, path: &Path, source: Source, name: &str, sender: &Sender<GameSamples>) -> Result<()> {
+fn import_record_file(
+    run: &mut Run,
+    path: &Path,
+    source: Source,
+    name: &str,
+    sender: &Sender<GameSamples>,
+) -> Result<()> {
     let format = source.record_format().expect("a record source");
     let games = match read_file(path, format) {
         Ok(g) => g,
@@ -288,7 +300,10 @@ fn import_record_file(run: &mut Run, path: &Path, source: Source, name: &str, se
             Ok(game) => {
                 run.summary.games += 1;
                 if sender.send(game).is_err() {
-                    return Err(DataError::Io { path: path.to_path_buf(), source: std::io::Error::other("the shard writer stopped") });
+                    return Err(DataError::Io {
+                        path: path.to_path_buf(),
+                        source: std::io::Error::other("the shard writer stopped"),
+                    });
                 }
             }
             Err(skip) => {
@@ -324,7 +339,8 @@ fn import_hcpe_file(run: &mut Run, path: &Path, name: &str, sender: &Sender<Game
     let source = format!("hcpe:{name}");
     let mut chunk = Vec::with_capacity(per_shard.min(1 << 20));
     let mut failure: Option<DataError> = None;
-    let sent_error = || DataError::Io { path: path.to_path_buf(), source: std::io::Error::other("the shard writer stopped") };
+    let sent_error =
+        || DataError::Io { path: path.to_path_buf(), source: std::io::Error::other("the shard writer stopped") };
     let result = read_hcpe(std::io::BufReader::with_capacity(1 << 20, file), |index, record| {
         run.summary.hcpe_records += 1;
         match hcpe_to_sample(record, scale) {
@@ -377,7 +393,12 @@ pub struct ExportSummary {
 }
 
 /// Writes every sample of `shards` (in order) to the hcpe file `out`.
-pub fn export_hcpe(shards: &[PathBuf], out: &Path, eval_scale: f64, progress: &mut dyn FnMut(usize)) -> Result<ExportSummary> {
+pub fn export_hcpe(
+    shards: &[PathBuf],
+    out: &Path,
+    eval_scale: f64,
+    progress: &mut dyn FnMut(usize),
+) -> Result<ExportSummary> {
     let io = |source| DataError::Io { path: out.to_path_buf(), source };
     let mut writer = HcpeWriter::create(out).map_err(io)?;
     let mut summary = ExportSummary::default();

@@ -75,7 +75,8 @@ pub fn floodgate_ratings(record: &GameRecord) -> (Option<f64>, Option<f64>) {
         } else {
             continue;
         };
-        if let Some(v) = rest.rsplit_once(':').and_then(|(_, v)| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite()) {
+        if let Some(v) = rest.rsplit_once(':').and_then(|(_, v)| v.trim().parse::<f64>().ok()).filter(|v| v.is_finite())
+        {
             *slot = Some(v);
         }
     }

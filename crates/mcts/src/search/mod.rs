@@ -161,7 +161,8 @@ impl Search {
                 self.tree.clear();
                 return;
             };
-            let child = self.tree.edges[self.tree.edge_range(node)].iter().find(|e| e.mv == mv).map_or(NONE, |e| e.child);
+            let child =
+                self.tree.edges[self.tree.edge_range(node)].iter().find(|e| e.mv == mv).map_or(NONE, |e| e.child);
             if child == NONE || self.tree.nodes[child as usize].state != NodeState::Expanded {
                 self.tree.clear();
                 return;
@@ -220,7 +221,13 @@ impl Search {
 
     /// Runs `simulations` visits from `pos` with `evaluator`, batching up to `batch` leaves. An
     /// evaluator error ends the search with it (the tree keeps the visits completed before).
-    pub fn run(&mut self, pos: &mut Position, evaluator: &dyn Evaluator, simulations: u32, batch: usize) -> Result<(), EvalError> {
+    pub fn run(
+        &mut self,
+        pos: &mut Position,
+        evaluator: &dyn Evaluator,
+        simulations: u32,
+        batch: usize,
+    ) -> Result<(), EvalError> {
         self.start(pos, simulations);
         let mut done = 0u32;
         let mut leaves = Vec::with_capacity(batch);
@@ -251,7 +258,11 @@ impl Search {
             let refs: Vec<&Position> = snapshots.iter().collect();
             let evaluations = evaluator.evaluate(&refs)?;
             if evaluations.len() != leaves.len() {
-                return Err(EvalError(format!("the evaluator answered {} evaluations for {} positions", evaluations.len(), leaves.len())));
+                return Err(EvalError(format!(
+                    "the evaluator answered {} evaluations for {} positions",
+                    evaluations.len(),
+                    leaves.len()
+                )));
             }
             for (&leaf, e) in leaves.iter().zip(&evaluations) {
                 self.complete(leaf, e);

@@ -127,7 +127,8 @@ impl Search {
         let visits = self.target_visits(&children);
         if temperature <= 1e-3 {
             let value = |i: usize| children[i].q.unwrap_or(-2.0);
-            let best = (0..children.len()).max_by(|&a, &b| visits[a].total_cmp(&visits[b]).then(value(a).total_cmp(&value(b))));
+            let best = (0..children.len())
+                .max_by(|&a, &b| visits[a].total_cmp(&visits[b]).then(value(a).total_cmp(&value(b))));
             return best.map(|i| children[i].mv);
         }
         let weights: Vec<f64> = visits.iter().map(|&n| (n as f64).powf(1.0 / temperature as f64)).collect();

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use koma_arena::player::Budget;
 
+use crate::error::Result;
 use crate::evaluation::{Arena, Contestant};
 use crate::experiment::spec::{BudgetKind, Variant};
 use crate::experiment::state::{remaining_chunks, CheckpointTime, VariantState};
 use crate::experiment::{Context, ExperimentEvent, Flow};
-use crate::error::Result;
 use crate::players::checkpoint_player_name;
 use crate::run_dir::{ModelRef, RunDir};
 
@@ -68,11 +68,15 @@ pub fn curve_checkpoints(state: &VariantState, kind: BudgetKind, n: usize) -> Ve
     if inner.is_empty() || n == 0 {
         return Vec::new();
     }
-    let total = minutes(state.checkpoints.iter().find(|c| c.step == final_step).unwrap_or(inner[inner.len() - 1]), kind);
+    let total =
+        minutes(state.checkpoints.iter().find(|c| c.step == final_step).unwrap_or(inner[inner.len() - 1]), kind);
     let mut picked: Vec<CheckpointTime> = Vec::new();
     for k in 1..=n {
         let target = total * k as f64 / (n + 1) as f64;
-        let best = inner.iter().min_by(|a, b| (minutes(a, kind) - target).abs().total_cmp(&(minutes(b, kind) - target).abs())).expect("not empty");
+        let best = inner
+            .iter()
+            .min_by(|a, b| (minutes(a, kind) - target).abs().total_cmp(&(minutes(b, kind) - target).abs()))
+            .expect("not empty");
         if !picked.iter().any(|p| p.step == best.step) {
             picked.push((*best).clone());
         }
@@ -82,7 +86,12 @@ pub fn curve_checkpoints(state: &VariantState, kind: BudgetKind, n: usize) -> Ve
 }
 
 /// The round robin: every pair of players once, in the order given.
-pub fn round_robin(players: &[Contestant], games: usize, results: &std::path::Path, simulations: u32) -> Vec<PlannedMatch> {
+pub fn round_robin(
+    players: &[Contestant],
+    games: usize,
+    results: &std::path::Path,
+    simulations: u32,
+) -> Vec<PlannedMatch> {
     let mut plan = Vec::new();
     for i in 0..players.len() {
         for j in i + 1..players.len() {
@@ -102,7 +111,11 @@ pub fn round_robin(players: &[Contestant], games: usize, results: &std::path::Pa
 /// Copies what the matches need into `EXPDIR/players/` and plans them: the round robin first,
 /// then the curve (each model 0 against greedy, then each variant's picked checkpoints against
 /// greedy and against its model 0).
-pub fn plan(ctx: &Context, variants: &[Variant], model_zero_players: &[(PathBuf, Vec<usize>)]) -> Result<Vec<PlannedMatch>> {
+pub fn plan(
+    ctx: &Context,
+    variants: &[Variant],
+    model_zero_players: &[(PathBuf, Vec<usize>)],
+) -> Result<Vec<PlannedMatch>> {
     let spec = ctx.spec;
     let sims = spec.simulations;
     let (kind, _) = spec.budget();
@@ -165,10 +178,35 @@ pub fn play(ctx: &mut Context, arena: &mut Arena<'_>, plan: &[PlannedMatch]) -> 
             let count = plan.len();
             let in_match = first * 2;
             let match_games = m.pairs() * 2;
-            let _ = events.send(ExperimentEvent::Match { label: label.clone(), index, count, played: in_match, games: match_games, done: base, total });
-            let summary = arena.play_from(first, &m.a, &m.b, pairs * 2, ctx.spec.simulations, m.results.clone(), true, &mut |played| {
-                let _ = events.send(ExperimentEvent::Match { label: label.clone(), index, count, played: in_match + played, games: match_games, done: base + played, total });
-            })?;
+            let _ = events.send(ExperimentEvent::Match {
+                label: label.clone(),
+                index,
+                count,
+                played: in_match,
+                games: match_games,
+                done: base,
+                total,
+            });
+            let summary = arena.play_from(
+                first,
+                &m.a,
+                &m.b,
+                pairs * 2,
+                ctx.spec.simulations,
+                m.results.clone(),
+                true,
+                &mut |played| {
+                    let _ = events.send(ExperimentEvent::Match {
+                        label: label.clone(),
+                        index,
+                        count,
+                        played: in_match + played,
+                        games: match_games,
+                        done: base + played,
+                        total,
+                    });
+                },
+            )?;
             if summary.games < pairs * 2 {
                 // Cut short by a stop: these games are played again on --resume.
                 ctx.state.truncate_uncommitted(&m.results)?;
@@ -189,7 +227,10 @@ mod tests {
 
     fn timeline(points: &[(u64, f64)]) -> VariantState {
         VariantState {
-            checkpoints: points.iter().map(|&(step, m)| CheckpointTime { step, wall_seconds: m * 30.0, cpu_seconds: m * 60.0 }).collect(),
+            checkpoints: points
+                .iter()
+                .map(|&(step, m)| CheckpointTime { step, wall_seconds: m * 30.0, cpu_seconds: m * 60.0 })
+                .collect(),
             final_step: points.last().map(|p| p.0),
             finished: true,
             ..VariantState::default()
@@ -214,7 +255,11 @@ mod tests {
 
     #[test]
     fn the_round_robin_has_every_pair_once() {
-        let players: Vec<Contestant> = ["a", "b", "c"].iter().map(|n| model_player(PathBuf::from(format!("E/players/{n}.safetensors")))).chain([Contestant::Reference("greedy".into())]).collect();
+        let players: Vec<Contestant> = ["a", "b", "c"]
+            .iter()
+            .map(|n| model_player(PathBuf::from(format!("E/players/{n}.safetensors"))))
+            .chain([Contestant::Reference("greedy".into())])
+            .collect();
         let plan = round_robin(&players, 10, std::path::Path::new("E/results.jsonl"), 16);
         assert_eq!(plan.len(), 6);
         assert_eq!(plan[0].label, "round robin: a@16 vs b@16");

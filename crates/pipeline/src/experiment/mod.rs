@@ -101,13 +101,38 @@ impl ExpDir {
 #[derive(Clone, Debug)]
 pub enum ExperimentEvent {
     /// A `koma pipeline` process for variant `index` started (segment 1, or later on resume).
-    VariantStarted { name: String, index: usize, segment: usize, command: String },
+    VariantStarted {
+        name: String,
+        index: usize,
+        segment: usize,
+        command: String,
+    },
     /// Budget used of `budget` seconds (of the budget's kind), its wall and CPU seconds, the
     /// newest checkpoint's step.
-    VariantProgress { name: String, used: f64, budget: f64, wall: f64, cpu: f64, step: Option<u64> },
-    VariantEnded { name: String, reason: String, used: f64, budget: f64 },
+    VariantProgress {
+        name: String,
+        used: f64,
+        budget: f64,
+        wall: f64,
+        cpu: f64,
+        step: Option<u64>,
+    },
+    VariantEnded {
+        name: String,
+        reason: String,
+        used: f64,
+        budget: f64,
+    },
     /// A match is being played: `played` of its `games`; `done` of `total` games of all matches.
-    Match { label: String, index: usize, count: usize, played: usize, games: usize, done: usize, total: usize },
+    Match {
+        label: String,
+        index: usize,
+        count: usize,
+        played: usize,
+        games: usize,
+        done: usize,
+        total: usize,
+    },
     Note(String),
 }
 
@@ -182,7 +207,9 @@ impl Context<'_> {
 fn given_spec(options: &ExperimentOptions, stored: Option<&ExperimentSpec>) -> Result<ExperimentSpec> {
     let base = match (&options.spec_file, stored) {
         (Some(file), _) => ExperimentSpec::from_file(file)?,
-        (None, Some(stored)) if !options.overrides.variants.is_empty() => ExperimentSpec { variants: Vec::new(), ..stored.clone() },
+        (None, Some(stored)) if !options.overrides.variants.is_empty() => {
+            ExperimentSpec { variants: Vec::new(), ..stored.clone() }
+        }
         (None, Some(stored)) => stored.clone(),
         (None, None) => ExperimentSpec::default(),
     };
@@ -245,7 +272,11 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
                 )));
             }
         }
-        let state = if dir.state_file().is_file() { ExperimentState::load(&dir.state_file())? } else { ExperimentState::default() };
+        let state = if dir.state_file().is_file() {
+            ExperimentState::load(&dir.state_file())?
+        } else {
+            ExperimentState::default()
+        };
         (stored, stored_variants, state)
     } else {
         let given = given_spec(options, None)?;
@@ -256,11 +287,16 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
             return Err(refuse(if same.is_empty() {
                 "already holds this experiment: continue it with --resume, or choose another --dir".into()
             } else {
-                format!("holds a different experiment ({}): choose another --dir (or continue that one with --resume)", same.join("; "))
+                format!(
+                    "holds a different experiment ({}): choose another --dir (or continue that one with --resume)",
+                    same.join("; ")
+                )
             }));
         }
         if dir.root.exists() && !is_empty_dir(&dir.root) {
-            return Err(refuse("is not empty and holds no experiment (no experiment.toml): choose a new or empty --dir".into()));
+            return Err(refuse(
+                "is not empty and holds no experiment (no experiment.toml): choose a new or empty --dir".into(),
+            ));
         }
         for path in [dir.root.join("configs"), dir.root.join("runs"), dir.model_zero_dir(), dir.players(), dir.logs()] {
             std::fs::create_dir_all(&path).map_err(io(&path))?;
@@ -304,7 +340,12 @@ pub fn run(prepared: &Prepared, options: &ExperimentOptions, events: &Sender<Exp
     };
     // 1. Training, one variant after another.
     for (index, v) in variants.iter().enumerate() {
-        let m0 = &prepared.model_zero.iter().find(|(_, members)| members.contains(&index)).expect("every variant has a model 0").0;
+        let m0 = &prepared
+            .model_zero
+            .iter()
+            .find(|(_, members)| members.contains(&index))
+            .expect("every variant has a model 0")
+            .0;
         if training::train(&mut ctx, index, v, m0)? == Flow::Interrupted {
             return Ok(Outcome::Interrupted);
         }
@@ -352,7 +393,11 @@ pub fn run(prepared: &Prepared, options: &ExperimentOptions, events: &Sender<Exp
 }
 
 /// Writes `report.md`; `plot` is the Elo-over-time image or why there is none.
-pub fn write_markdown(dir: &ExpDir, report: &ExperimentReport, plot: std::result::Result<&Path, &str>) -> Result<PathBuf> {
+pub fn write_markdown(
+    dir: &ExpDir,
+    report: &ExperimentReport,
+    plot: std::result::Result<&Path, &str>,
+) -> Result<PathBuf> {
     let text = report::markdown(report, plot);
     koma_nn::checkpoint::write_atomic(&dir.report_md(), text.as_bytes())?;
     Ok(dir.report_md())
@@ -366,7 +411,11 @@ mod tests {
         ExperimentOptions {
             dir: dir.to_path_buf(),
             spec_file: None,
-            overrides: SpecOverrides { cpu_minutes: Some(0.1), variants: variants.to_vec(), ..SpecOverrides::default() },
+            overrides: SpecOverrides {
+                cpu_minutes: Some(0.1),
+                variants: variants.to_vec(),
+                ..SpecOverrides::default()
+            },
             resume,
             exe: PathBuf::from("koma"),
             stop: Arc::new(AtomicBool::new(false)),
@@ -379,7 +428,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let small = "[model]\nblocks = 1\nchannels = 8\n";
         std::fs::write(tmp.path().join("a.toml"), small).unwrap();
-        std::fs::write(tmp.path().join("b.toml"), format!("{small}[selfplay]\nsimulations = 4\ncheap_simulations = 2\n")).unwrap();
+        std::fs::write(
+            tmp.path().join("b.toml"),
+            format!("{small}[selfplay]\nsimulations = 4\ncheap_simulations = 2\n"),
+        )
+        .unwrap();
         std::fs::write(tmp.path().join("c.toml"), "[model]\nblocks = 1\nchannels = 16\n").unwrap();
         let arg = |n: &str, f: &str| format!("{n}={}", tmp.path().join(f).display());
         let exp = tmp.path().join("exp");

@@ -173,13 +173,23 @@ pub fn config_differences(variants: &[Variant]) -> Vec<ConfigDifference> {
         .filter(|f| flat.iter().any(|m| m.get(*f) != flat[0].get(*f)))
         .map(|f| ConfigDifference {
             field: f.clone(),
-            values: variants.iter().zip(&flat).map(|(v, m)| (v.name.clone(), m.get(f).cloned().unwrap_or_else(|| "(none)".into()))).collect(),
+            values: variants
+                .iter()
+                .zip(&flat)
+                .map(|(v, m)| (v.name.clone(), m.get(f).cloned().unwrap_or_else(|| "(none)".into())))
+                .collect(),
         })
         .collect()
 }
 
 /// Builds the report from the directory's results and the state; writes `report.json`.
-pub fn build(dir: &ExpDir, spec: &ExperimentSpec, variants: &[Variant], state: &ExperimentState, model_zero: &[ModelZero]) -> Result<ExperimentReport> {
+pub fn build(
+    dir: &ExpDir,
+    spec: &ExperimentSpec,
+    variants: &[Variant],
+    state: &ExperimentState,
+    model_zero: &[ModelZero],
+) -> Result<ExperimentReport> {
     let sims = spec.simulations;
     let (kind, budget) = spec.budget();
     let anchor = player_name(&crate::evaluation::Contestant::Reference(ANCHOR.into()), sims);
@@ -234,7 +244,13 @@ pub fn build(dir: &ExpDir, spec: &ExperimentSpec, variants: &[Variant], state: &
         for c in curve_checkpoints(&s, kind, spec.curve_points) {
             let p = player_name(&model_player(dir.curve_player(&v.name, c.step)), sims);
             if let Some(r) = find(&curve_ratings, &p) {
-                points.push(CurvePoint { player: p, step: c.step, minutes: minutes(&c, kind), elo: r.elo, margin: r.margin });
+                points.push(CurvePoint {
+                    player: p,
+                    step: c.step,
+                    minutes: minutes(&c, kind),
+                    elo: r.elo,
+                    margin: r.margin,
+                });
             }
         }
         if let (Some(r), Some(step)) = (find(&curve_ratings, &player), s.final_step) {
@@ -246,11 +262,22 @@ pub fn build(dir: &ExpDir, spec: &ExperimentSpec, variants: &[Variant], state: &
         }
         curves.push(Curve { variant: v.name.clone(), points });
     }
-    let reference_names: Vec<String> = spec.reference_players().iter().map(|r| player_name(&crate::evaluation::Contestant::Reference(r.clone()), sims)).collect();
-    let curve_references = curve_ratings.iter().filter(|r| reference_names.contains(&r.player)).cloned().map(PlayerRating::from).collect();
+    let reference_names: Vec<String> = spec
+        .reference_players()
+        .iter()
+        .map(|r| player_name(&crate::evaluation::Contestant::Reference(r.clone()), sims))
+        .collect();
+    let curve_references =
+        curve_ratings.iter().filter(|r| reference_names.contains(&r.player)).cloned().map(PlayerRating::from).collect();
     let pipeline_commands = variants
         .iter()
-        .flat_map(|v| state.variants.get(&v.name).map(|s| s.segments.iter().map(|g| g.command.join(" ")).collect::<Vec<_>>()).unwrap_or_default())
+        .flat_map(|v| {
+            state
+                .variants
+                .get(&v.name)
+                .map(|s| s.segments.iter().map(|g| g.command.join(" ")).collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
         .collect();
     let report = ExperimentReport {
         directory: dir.root.display().to_string(),
@@ -312,7 +339,8 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
             (Some(e), Some(m)) => (format!("{e:+.0}"), format!("[{:+.0}, {:+.0}]", e - m, e + m)),
             _ => ("–".into(), "–".into()),
         };
-        let score = v.score_vs_anchor.map(|s| format!("{s:.3} ({} games)", v.games_vs_anchor)).unwrap_or_else(|| "–".into());
+        let score =
+            v.score_vs_anchor.map(|s| format!("{s:.3} ({} games)", v.games_vs_anchor)).unwrap_or_else(|| "–".into());
         let _ = writeln!(
             md,
             "| {} | {elo} | {ci} | {score} | {} | {} | {} | {} | {:.1} | {:.1} | {} → {} |",
@@ -358,14 +386,20 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
         r.anchor, r.x_axis
     );
     for c in &r.curves {
-        let pts: Vec<String> = c.points.iter().map(|p| format!("{:.1} min: {:+.0} ± {:.0}", p.minutes, p.elo, p.margin)).collect();
+        let pts: Vec<String> =
+            c.points.iter().map(|p| format!("{:.1} min: {:+.0} ± {:.0}", p.minutes, p.elo, p.margin)).collect();
         let _ = writeln!(md, "- {}: {}", c.variant, if pts.is_empty() { "no points".into() } else { pts.join(" · ") });
     }
     let _ = writeln!(md, "\n## Model 0\n");
     if r.model_zero.len() == 1 {
-        let _ = writeln!(md, "Every variant starts from the same model 0, `{}` (seed {}).", r.model_zero[0].file, r.model_zero[0].seed);
+        let _ = writeln!(
+            md,
+            "Every variant starts from the same model 0, `{}` (seed {}).",
+            r.model_zero[0].file, r.model_zero[0].seed
+        );
     } else {
-        let _ = writeln!(md, "The variants differ in `[model]`, so each network shape has its own model 0 (same seed):\n");
+        let _ =
+            writeln!(md, "The variants differ in `[model]`, so each network shape has its own model 0 (same seed):\n");
         for m in &r.model_zero {
             let _ = writeln!(md, "- `{}` (seed {}): {}", m.file, m.seed, m.variants.join(", "));
         }
@@ -378,11 +412,16 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
         let _ = writeln!(md, "| field | {} |", names.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" | "));
         let _ = writeln!(md, "|---|{}", "---|".repeat(names.len()));
         for d in &r.config_differences {
-            let vals: Vec<String> = names.iter().map(|n| format!("`{}`", d.values.get(*n).map(String::as_str).unwrap_or(""))).collect();
+            let vals: Vec<String> =
+                names.iter().map(|n| format!("`{}`", d.values.get(*n).map(String::as_str).unwrap_or(""))).collect();
             let _ = writeln!(md, "| {} | {} |", d.field, vals.join(" | "));
         }
     }
-    let _ = writeln!(md, "\nThe configs: {}.", r.variants.iter().map(|v| format!("{} = `{}`", v.variant, v.config)).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        md,
+        "\nThe configs: {}.",
+        r.variants.iter().map(|v| format!("{} = `{}`", v.variant, v.config)).collect::<Vec<_>>().join(", ")
+    );
     let _ = writeln!(md, "\n## Commands\n");
     let _ = writeln!(md, "```sh");
     for c in &r.experiment_commands {
@@ -408,7 +447,10 @@ mod tests {
             text: text.into(),
             config: crate::PipelineConfig::parse(text, name).unwrap(),
         };
-        let vs = [variant("a", "[selfplay]\nsimulations = 8\ncheap_simulations = 4\n"), variant("b", "[selfplay]\nsimulations = 16\ncheap_simulations = 4\n[run]\nseed = 1\n")];
+        let vs = [
+            variant("a", "[selfplay]\nsimulations = 8\ncheap_simulations = 4\n"),
+            variant("b", "[selfplay]\nsimulations = 16\ncheap_simulations = 4\n[run]\nseed = 1\n"),
+        ];
         let d = config_differences(&vs);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(d[0].field, "selfplay.simulations");

@@ -204,7 +204,10 @@ impl ExperimentSpec {
         }
         if !o.variants.is_empty() {
             if !self.variants.is_empty() {
-                return Err(bad("--variant", "the spec file already lists variants: give them in one place (the file or --variant)"));
+                return Err(bad(
+                    "--variant",
+                    "the spec file already lists variants: give them in one place (the file or --variant)",
+                ));
             }
             self.variants = o.variants.iter().map(|v| parse_variant_arg(v)).collect::<Result<_>>()?;
         }
@@ -238,7 +241,12 @@ impl ExperimentSpec {
             return Err(bad(origin, "the budget (minutes, cpu_minutes) must be a number of minutes ≥ 0"));
         }
         match (self.minutes > 0.0, self.cpu_minutes > 0.0) {
-            (false, false) => return Err(bad(origin, "no budget: give --minutes M (wall clock) or --cpu-minutes M (CPU time) per variant")),
+            (false, false) => {
+                return Err(bad(
+                    origin,
+                    "no budget: give --minutes M (wall clock) or --cpu-minutes M (CPU time) per variant",
+                ))
+            }
             (true, true) => return Err(bad(origin, "two budgets: give either minutes or cpu_minutes, not both")),
             _ => {}
         }
@@ -256,12 +264,16 @@ impl ExperimentSpec {
         }
         opening_suite_text(&self.openings).map_err(|e| bad(origin, e))?;
         for r in &self.references {
-            reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default()).map_err(|e| bad("references", e))?;
+            reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default())
+                .map_err(|e| bad("references", e))?;
         }
         if self.variants.len() < 2 {
             return Err(bad(
                 origin,
-                format!("an experiment compares at least two variants, got {}: give --variant NAME=CONFIG for each", self.variants.len()),
+                format!(
+                    "an experiment compares at least two variants, got {}: give --variant NAME=CONFIG for each",
+                    self.variants.len()
+                ),
             ));
         }
         let mut variants = Vec::new();
@@ -313,7 +325,11 @@ impl ExperimentSpec {
         } else {
             for (x, y) in mine.iter().zip(theirs) {
                 if x.config != y.config {
-                    out.push(format!("variant {:?}: its config ({}) differs from the experiment's copy", x.name, x.source.display()));
+                    out.push(format!(
+                        "variant {:?}: its config ({}) differs from the experiment's copy",
+                        x.name,
+                        x.source.display()
+                    ));
                 }
             }
         }
@@ -323,12 +339,17 @@ impl ExperimentSpec {
 
 /// Variant names become directory and player names: letters, digits, `-`, `_`, `.`.
 fn check_name(name: &str) -> Result<()> {
-    let ok_chars = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && !name.starts_with('.');
+    let ok_chars = !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && !name.starts_with('.');
     if !ok_chars {
         return Err(bad("variants", format!("{name:?} is not a usable variant name (letters, digits, '-', '_', '.')")));
     }
     if RESERVED.contains(&name) {
-        return Err(bad("variants", format!("{name:?} is the name of a player of the round robin; choose another variant name")));
+        return Err(bad(
+            "variants",
+            format!("{name:?} is the name of a player of the round robin; choose another variant name"),
+        ));
     }
     Ok(())
 }
@@ -363,7 +384,10 @@ mod tests {
         // The resolved text parses back to the same settings, with configs under configs/.
         let back = ExperimentSpec::parse(&spec.resolved_text(), "resolved", Path::new("X")).unwrap();
         assert_eq!(back.variants[0].config, Path::new("X/configs/a.toml"));
-        assert_eq!(ExperimentSpec { variants: Vec::new(), ..back }, ExperimentSpec { variants: Vec::new(), ..spec.clone() });
+        assert_eq!(
+            ExperimentSpec { variants: Vec::new(), ..back },
+            ExperimentSpec { variants: Vec::new(), ..spec.clone() }
+        );
         // Overrides: the command line's budget replaces the file's kind of budget.
         let o = SpecOverrides { minutes: Some(3.0), games: Some(10), ..SpecOverrides::default() };
         let s2 = spec.clone().with_overrides(&o).unwrap();
@@ -379,7 +403,11 @@ mod tests {
         let b = write(dir.path(), "b.toml", "[selfplay]\nsimulatons = 3\n");
         let spec = |variants: &[&str], budget: f64| {
             ExperimentSpec::default()
-                .with_overrides(&SpecOverrides { cpu_minutes: Some(budget), variants: variants.iter().map(|s| s.to_string()).collect(), ..Default::default() })
+                .with_overrides(&SpecOverrides {
+                    cpu_minutes: Some(budget),
+                    variants: variants.iter().map(|s| s.to_string()).collect(),
+                    ..Default::default()
+                })
                 .unwrap()
         };
         let err = |s: ExperimentSpec| s.load().unwrap_err().to_string();

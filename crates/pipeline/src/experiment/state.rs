@@ -93,7 +93,8 @@ impl VariantState {
         if self.checkpoints.iter().any(|c| c.step == step) {
             return false;
         }
-        let (wall_seconds, cpu_seconds) = if step == 0 { (0.0, 0.0) } else { (self.wall_seconds(), self.cpu_seconds()) };
+        let (wall_seconds, cpu_seconds) =
+            if step == 0 { (0.0, 0.0) } else { (self.wall_seconds(), self.cpu_seconds()) };
         self.checkpoints.push(CheckpointTime { step, wall_seconds, cpu_seconds });
         self.checkpoints.sort_by_key(|c| c.step);
         true
@@ -125,17 +126,28 @@ pub struct ExperimentState {
 
 impl Default for ExperimentState {
     fn default() -> ExperimentState {
-        ExperimentState { version: STATE_VERSION, invocations: Vec::new(), variants: BTreeMap::new(), matches: BTreeMap::new(), committed: BTreeMap::new() }
+        ExperimentState {
+            version: STATE_VERSION,
+            invocations: Vec::new(),
+            variants: BTreeMap::new(),
+            matches: BTreeMap::new(),
+            committed: BTreeMap::new(),
+        }
     }
 }
 
 impl ExperimentState {
     pub fn load(path: &Path) -> Result<ExperimentState> {
         let text = std::fs::read_to_string(path).map_err(io(path))?;
-        let state: ExperimentState =
-            serde_json::from_str(&text).map_err(|e| PipelineError::Run { path: path.to_path_buf(), message: format!("not an experiment state: {e}") })?;
+        let state: ExperimentState = serde_json::from_str(&text).map_err(|e| PipelineError::Run {
+            path: path.to_path_buf(),
+            message: format!("not an experiment state: {e}"),
+        })?;
         if state.version != STATE_VERSION {
-            return Err(PipelineError::Run { path: path.to_path_buf(), message: format!("state version {} (this koma writes {STATE_VERSION})", state.version) });
+            return Err(PipelineError::Run {
+                path: path.to_path_buf(),
+                message: format!("state version {} (this koma writes {STATE_VERSION})", state.version),
+            });
         }
         Ok(state)
     }

@@ -24,7 +24,15 @@ const LEFTOVER_WAIT: Duration = Duration::from_secs(300);
 
 /// The `koma pipeline` command for the next segment of a variant with `remaining` seconds of
 /// budget: a new run from the variant's config, or `--resume` of its run.
-pub fn pipeline_command(exe: &Path, variant_config: &Path, run: &Path, model_zero: &Path, resume: bool, kind: BudgetKind, remaining: f64) -> Vec<String> {
+pub fn pipeline_command(
+    exe: &Path,
+    variant_config: &Path,
+    run: &Path,
+    model_zero: &Path,
+    resume: bool,
+    kind: BudgetKind,
+    remaining: f64,
+) -> Vec<String> {
     let mut cmd = vec![exe.display().to_string(), "pipeline".into()];
     if resume {
         cmd.push("--resume".into());
@@ -74,7 +82,8 @@ fn note_checkpoints(run: &RunDir, state: &mut VariantState) -> Result<bool> {
 fn settle_dangling(ctx: &Context, run: &RunDir, state: &mut VariantState) -> Result<Flow> {
     let Some(seg) = state.dangling().cloned() else { return Ok(Flow::Continue) };
     // A `koma pipeline` on this variant's run (the directory may be spelt differently now).
-    let run_name = format!("runs/{}", run.root.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+    let run_name =
+        format!("runs/{}", run.root.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
     let is_ours = |pid: u32| {
         std::fs::read(format!("/proc/{pid}/cmdline"))
             .map(|c| {
@@ -133,7 +142,15 @@ pub fn train(ctx: &mut Context, index: usize, variant: &Variant, model_zero: &Pa
             return Ok(Flow::Interrupted);
         }
         let remaining = ctx.state.variant(&variant.name).remaining(kind, budget);
-        let command = pipeline_command(&ctx.exe, &ctx.dir.config_copy(&variant.name), &run.root, model_zero, run.exists(), kind, remaining);
+        let command = pipeline_command(
+            &ctx.exe,
+            &ctx.dir.config_copy(&variant.name),
+            &run.root,
+            model_zero,
+            run.exists(),
+            kind,
+            remaining,
+        );
         let flow = run_segment(ctx, index, variant, &run, command, remaining)?;
         if flow == Flow::Interrupted {
             return Ok(flow);
@@ -141,7 +158,9 @@ pub fn train(ctx: &mut Context, index: usize, variant: &Variant, model_zero: &Pa
     }
     let state = ctx.state.variant(&variant.name);
     state.finished = true;
-    let newest = run.newest_model()?.ok_or_else(|| PipelineError::Run { path: run.root.clone(), message: "no model after training".into() })?;
+    let newest = run
+        .newest_model()?
+        .ok_or_else(|| PipelineError::Run { path: run.root.clone(), message: "no model after training".into() })?;
     if state.final_step != Some(newest.step) || !ctx.dir.player(&variant.name).is_file() {
         crate::run_dir::copy_checkpoint(&newest.path, &ctx.dir.player(&variant.name))?;
         ctx.state.variant(&variant.name).final_step = Some(newest.step);
@@ -151,10 +170,18 @@ pub fn train(ctx: &mut Context, index: usize, variant: &Variant, model_zero: &Pa
 }
 
 /// Runs one pipeline process to its end, polling its CPU time and the run's checkpoints.
-fn run_segment(ctx: &mut Context, index: usize, variant: &Variant, run: &RunDir, command: Vec<String>, remaining: f64) -> Result<Flow> {
+fn run_segment(
+    ctx: &mut Context,
+    index: usize,
+    variant: &Variant,
+    run: &RunDir,
+    command: Vec<String>,
+    remaining: f64,
+) -> Result<Flow> {
     let name = &variant.name;
     let k = ctx.state.variant(name).segments.len() + 1;
-    let (stdout, stderr) = (ctx.dir.logs().join(format!("{name}-{k}.json")), ctx.dir.logs().join(format!("{name}-{k}.log")));
+    let (stdout, stderr) =
+        (ctx.dir.logs().join(format!("{name}-{k}.json")), ctx.dir.logs().join(format!("{name}-{k}.log")));
     std::fs::create_dir_all(ctx.dir.logs()).map_err(io(ctx.dir.logs()))?;
     let out = std::fs::File::create(&stdout).map_err(io(&stdout))?;
     let err = std::fs::File::create(&stderr).map_err(io(&stderr))?;
@@ -176,7 +203,9 @@ fn run_segment(ctx: &mut Context, index: usize, variant: &Variant, run: &RunDir,
         });
     }
     let load_start = load_average();
-    let mut child = child_command.spawn().map_err(|e| PipelineError::Stage { stage: "experiment", message: format!("starting {}: {e}", command[0]) })?;
+    let mut child = child_command
+        .spawn()
+        .map_err(|e| PipelineError::Stage { stage: "experiment", message: format!("starting {}: {e}", command[0]) })?;
     let pid = child.id();
     let text = command.join(" ");
     ctx.send(ExperimentEvent::VariantStarted { name: name.clone(), index, segment: k, command: text });
@@ -234,7 +263,10 @@ fn run_segment(ctx: &mut Context, index: usize, variant: &Variant, run: &RunDir,
         }
         std::thread::sleep(Duration::from_millis(250));
     }
-    let status = child.wait().map_err(|e| PipelineError::Stage { stage: "experiment", message: format!("waiting for the pipeline of {name}: {e}") })?;
+    let status = child.wait().map_err(|e| PipelineError::Stage {
+        stage: "experiment",
+        message: format!("waiting for the pipeline of {name}: {e}"),
+    })?;
     let summary = read_summary(&stdout);
     let state = ctx.state.variant(name);
     let seg = state.segments.last_mut().expect("this segment");
@@ -248,7 +280,12 @@ fn run_segment(ctx: &mut Context, index: usize, variant: &Variant, run: &RunDir,
     }
     ctx.save()?;
     let used = ctx.state.variant(name).used(kind);
-    ctx.send(ExperimentEvent::VariantEnded { name: name.clone(), reason: reason.clone().unwrap_or_else(|| "no summary".into()), used, budget: budget * 60.0 });
+    ctx.send(ExperimentEvent::VariantEnded {
+        name: name.clone(),
+        reason: reason.clone().unwrap_or_else(|| "no summary".into()),
+        used,
+        budget: budget * 60.0,
+    });
     if signalled || ctx.stop.load(Ordering::SeqCst) {
         return Ok(Flow::Interrupted);
     }
@@ -277,13 +314,29 @@ mod tests {
 
     #[test]
     fn commands_start_or_resume_with_the_budget_left() {
-        let c = pipeline_command(Path::new("/bin/koma"), Path::new("E/configs/a.toml"), Path::new("E/runs/a"), Path::new("E/model0/m.safetensors"), false, BudgetKind::Cpu, 90.0);
+        let c = pipeline_command(
+            Path::new("/bin/koma"),
+            Path::new("E/configs/a.toml"),
+            Path::new("E/runs/a"),
+            Path::new("E/model0/m.safetensors"),
+            false,
+            BudgetKind::Cpu,
+            90.0,
+        );
         let text = c.join(" ");
         assert_eq!(
             text,
             "/bin/koma pipeline --config E/configs/a.toml --run E/runs/a --model-zero E/model0/m.safetensors --minutes 0 --cpu-minutes 1.500000 --no-report --json"
         );
-        let c = pipeline_command(Path::new("koma"), Path::new("x"), Path::new("E/runs/a"), Path::new("m"), true, BudgetKind::Wall, 0.0001);
+        let c = pipeline_command(
+            Path::new("koma"),
+            Path::new("x"),
+            Path::new("E/runs/a"),
+            Path::new("m"),
+            true,
+            BudgetKind::Wall,
+            0.0001,
+        );
         let text = c.join(" ");
         assert!(text.contains("pipeline --resume --run E/runs/a") && !text.contains("--config"), "{text}");
         assert!(text.contains("--minutes 0.000002 --cpu-minutes 0"), "{text}");

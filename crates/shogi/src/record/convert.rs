@@ -56,7 +56,12 @@ pub fn read_file(path: &Path, format: Format) -> Result<Vec<GameRecord>, RecordE
 /// KIF holds one game per file: a file with several games gives `<stem>-1.kif`, `<stem>-2.kif`, ….
 /// A file that fails to read or write is recorded in [`ConvertSummary::errors`] and the others
 /// still convert; `Err` is returned only when `input` itself cannot be read.
-pub fn convert_path(input: &Path, from: Format, to: Format, output: Option<&Path>) -> Result<ConvertSummary, RecordError> {
+pub fn convert_path(
+    input: &Path,
+    from: Format,
+    to: Format,
+    output: Option<&Path>,
+) -> Result<ConvertSummary, RecordError> {
     let meta = fs::metadata(input).map_err(|source| RecordError::Io { path: input.to_path_buf(), source })?;
     let mut summary = ConvertSummary::default();
     if meta.is_dir() {

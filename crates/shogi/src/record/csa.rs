@@ -217,7 +217,8 @@ impl GameReader {
 
     fn statement(&mut self, st: &str, line: usize) -> Result<(), ParseError> {
         self.content = true;
-        let bad_board = |reason: &str| ParseError::new(line, K::BoardLine { text: st.to_string(), reason: reason.to_string() });
+        let bad_board =
+            |reason: &str| ParseError::new(line, K::BoardLine { text: st.to_string(), reason: reason.to_string() });
         if let Some(name) = st.strip_prefix("N+") {
             self.names[0] = Some(name.to_string());
         } else if let Some(name) = st.strip_prefix("N-") {
@@ -269,7 +270,8 @@ impl GameReader {
                     Some('-') => Color::White,
                     _ => return Err(bad_board(&format!("bad cell {cell:?}"))),
                 };
-                let pt = piece_from_code(cell.get(1..3).unwrap_or("")).ok_or_else(|| bad_board(&format!("bad cell {cell:?}")))?;
+                let pt = piece_from_code(cell.get(1..3).unwrap_or(""))
+                    .ok_or_else(|| bad_board(&format!("bad cell {cell:?}")))?;
                 setup.board[sq.index()] = Some(Piece::new(color, pt));
             }
         } else if st.starts_with("P+") || st.starts_with("P-") {
@@ -343,7 +345,11 @@ impl GameReader {
         let color = if st.starts_with('+') { Color::Black } else { Color::White };
         let pos = self.position(line, Some(color))?;
         if color != pos.side_to_move() {
-            return Err(err(K::WrongSide { text: st.to_string(), expected: color_name(pos.side_to_move()), found: color_name(color) }));
+            return Err(err(K::WrongSide {
+                text: st.to_string(),
+                expected: color_name(pos.side_to_move()),
+                found: color_name(color),
+            }));
         }
         let to = square_from_digits(&st[3..5]).ok_or_else(|| bad("bad destination square"))?;
         let pt = piece_from_code(&st[5..7]).ok_or_else(|| bad("bad piece code"))?;
@@ -359,7 +365,13 @@ impl GameReader {
             }
             let moving = match pos.piece_at(from) {
                 Some(p) if p.color() == color => p.piece_type(),
-                _ => return Err(bad(&format!("no {} piece on {}", if color == Color::Black { "Black" } else { "White" }, &st[1..3]))),
+                _ => {
+                    return Err(bad(&format!(
+                        "no {} piece on {}",
+                        if color == Color::Black { "Black" } else { "White" },
+                        &st[1..3]
+                    )))
+                }
             };
             let promote = if pt == moving {
                 false
@@ -392,8 +404,8 @@ impl GameReader {
                 self.position(line, None)?.side_to_move()
             }
         };
-        let result =
-            special_result(special, stm).ok_or_else(|| ParseError::at_move(line, n, K::UnsupportedSpecial(format!("%{special}"))))?;
+        let result = special_result(special, stm)
+            .ok_or_else(|| ParseError::at_move(line, n, K::UnsupportedSpecial(format!("%{special}"))))?;
         self.result = Some(result);
         self.end_text = Some(format!("%{special}"));
         Ok(())
@@ -588,7 +600,8 @@ pub fn position_lines(pos: &Position) -> String {
     let mut out = String::new();
     let initial = Position::startpos();
     let hands_empty = pos.hand(Color::Black).is_empty() && pos.hand(Color::White).is_empty();
-    let removals_only = hands_empty && Square::all().all(|sq| pos.piece_at(sq).is_none() || pos.piece_at(sq) == initial.piece_at(sq));
+    let removals_only =
+        hands_empty && Square::all().all(|sq| pos.piece_at(sq).is_none() || pos.piece_at(sq) == initial.piece_at(sq));
     if removals_only {
         out.push_str("PI");
         for file in (0..9u8).rev() {
@@ -712,7 +725,8 @@ mod tests {
 
     #[test]
     fn handicap_pi_and_moves() {
-        let text = "V2.2\nN+Shitate\nN-Uwate\n$EVENT:test\nPI82HI22KA\n-\n-5142OU,T3\n+7776FU\nT1.5\n'** -120\n%TORYO\n";
+        let text =
+            "V2.2\nN+Shitate\nN-Uwate\n$EVENT:test\nPI82HI22KA\n-\n-5142OU,T3\n+7776FU\nT1.5\n'** -120\n%TORYO\n";
         let games = parse_csa(text).unwrap();
         assert_eq!(games.len(), 1);
         let g = &games[0];

@@ -17,7 +17,8 @@ use crate::square::Square;
 
 use super::error::{ParseError, ParseErrorKind as K, WriteError};
 use super::notation::{
-    japanese_piece_char, japanese_piece_name, japanese_square, kanji_number, parse_kanji_number, strip_piece_name, strip_square, RANK_KANJI,
+    japanese_piece_char, japanese_piece_name, japanese_square, kanji_number, parse_kanji_number, strip_piece_name,
+    strip_square, RANK_KANJI,
 };
 use super::{end_marker_name, end_marker_reason, one_line, GameRecord, RecordMove, END_MARKER, HEADER_NAMES};
 
@@ -53,7 +54,9 @@ fn summary_result(line: &str, stm: Color) -> Option<GameResult> {
     let digits = rest.find('手')?;
     let rest = rest[digits..].strip_prefix("手で")?;
     fn side(s: &str) -> Option<(Color, &str)> {
-        for (name, c) in [("先手", Color::Black), ("下手", Color::Black), ("後手", Color::White), ("上手", Color::White)] {
+        for (name, c) in
+            [("先手", Color::Black), ("下手", Color::Black), ("後手", Color::White), ("上手", Color::White)]
+        {
             if let Some(r) = s.strip_prefix(name) {
                 return Some((c, r.strip_prefix('の').unwrap_or(r)));
             }
@@ -212,7 +215,10 @@ fn parse_move_line(line: &str) -> Result<MoveLine<'_>, String> {
     let time = if s.is_empty() {
         None
     } else {
-        let inner = s.strip_prefix('(').and_then(|r| r.strip_suffix(')')).ok_or_else(|| format!("unexpected {s:?} after the move"))?;
+        let inner = s
+            .strip_prefix('(')
+            .and_then(|r| r.strip_suffix(')'))
+            .ok_or_else(|| format!("unexpected {s:?} after the move"))?;
         let per_move = inner.split('/').next().unwrap_or("").trim();
         if per_move.is_empty() {
             None
@@ -267,7 +273,10 @@ impl KifReader {
                 if self.bod_rows.len() != 9 {
                     return Err(ParseError::new(
                         self.bod_line,
-                        K::BoardLine { text: String::new(), reason: format!("the diagram has {} rows, expected 9", self.bod_rows.len()) },
+                        K::BoardLine {
+                            text: String::new(),
+                            reason: format!("the diagram has {} rows, expected 9", self.bod_rows.len()),
+                        },
                     ));
                 }
                 let mut sfen = String::new();
@@ -337,8 +346,10 @@ impl KifReader {
                 if value == "その他" {
                     self.handicap_other = Some(line);
                 } else {
-                    self.start =
-                        Some(handicap_position(value).ok_or_else(|| ParseError::new(line, K::UnknownHandicap(value.to_string())))?);
+                    self.start = Some(
+                        handicap_position(value)
+                            .ok_or_else(|| ParseError::new(line, K::UnknownHandicap(value.to_string())))?,
+                    );
                 }
             }
             "先手" | "下手" => self.names[0] = name(value),
@@ -368,7 +379,9 @@ impl KifReader {
                         return;
                     }
                     if let Some(i) = rest.find("評価値 ") {
-                        if let Some(v) = rest[i + "評価値 ".len()..].split_whitespace().next().and_then(|v| v.parse::<i32>().ok()) {
+                        if let Some(v) =
+                            rest[i + "評価値 ".len()..].split_whitespace().next().and_then(|v| v.parse::<i32>().ok())
+                        {
                             m.eval.get_or_insert(v);
                         }
                     }
@@ -470,7 +483,11 @@ impl KifReader {
             let color = if token.starts_with(['▲', '☗', '▼']) { Color::Black } else { Color::White };
             if color != pos.side_to_move() {
                 let name = |c: Color| if c == Color::Black { "Black (▲)" } else { "White (△)" };
-                return Err(err(K::WrongSide { text: token.to_string(), expected: name(pos.side_to_move()), found: name(color) }));
+                return Err(err(K::WrongSide {
+                    text: token.to_string(),
+                    expected: name(pos.side_to_move()),
+                    found: name(color),
+                }));
             }
             let previous_to = pos.last_move().map(|m| m.to());
             let mv = super::notation::parse_japanese(pos, token, previous_to)
@@ -534,18 +551,28 @@ pub fn parse_kif(text: &str) -> Result<GameRecord, ParseError> {
                 if rank != r.bod_rows.len() {
                     return Err(ParseError::new(
                         line,
-                        K::BoardLine { text: raw.to_string(), reason: format!("rank {} out of order", RANK_KANJI[rank]) },
+                        K::BoardLine {
+                            text: raw.to_string(),
+                            reason: format!("rank {} out of order", RANK_KANJI[rank]),
+                        },
                     ));
                 }
             }
             if r.bod_rows.len() >= 9 {
-                return Err(ParseError::new(line, K::BoardLine { text: raw.to_string(), reason: "more than 9 rows".into() }));
+                return Err(ParseError::new(
+                    line,
+                    K::BoardLine { text: raw.to_string(), reason: "more than 9 rows".into() },
+                ));
             }
             r.bod_rows.push((line, row));
             r.bod_line = line;
             continue;
         }
-        if t.starts_with("+--") || t.starts_with('９') || t.starts_with("手数----") || t.starts_with("手数＝") || t.starts_with("手数=")
+        if t.starts_with("+--")
+            || t.starts_with('９')
+            || t.starts_with("手数----")
+            || t.starts_with("手数＝")
+            || t.starts_with("手数=")
         {
             continue;
         }
@@ -595,9 +622,15 @@ pub fn board_diagram(pos: &Position) -> String {
     let hand_text = |c: Color| {
         let hand = pos.hand(c);
         let mut s = String::new();
-        for pt in
-            [PieceType::Rook, PieceType::Bishop, PieceType::Gold, PieceType::Silver, PieceType::Knight, PieceType::Lance, PieceType::Pawn]
-        {
+        for pt in [
+            PieceType::Rook,
+            PieceType::Bishop,
+            PieceType::Gold,
+            PieceType::Silver,
+            PieceType::Knight,
+            PieceType::Lance,
+            PieceType::Pawn,
+        ] {
             let n = hand.count(pt);
             if n == 0 {
                 continue;
@@ -673,7 +706,14 @@ pub fn kif_move_text(pos: &Position, m: Move, previous_to: Option<Square>) -> St
 }
 
 /// The end word and `まで…` summary of a result; the marker restores a reason KIF cannot say.
-fn natural_ending(result: GameResult, stm: Color, plies: usize, handicap: bool, ki2: bool, mated: bool) -> (&'static str, String) {
+fn natural_ending(
+    result: GameResult,
+    stm: Color,
+    plies: usize,
+    handicap: bool,
+    ki2: bool,
+    mated: bool,
+) -> (&'static str, String) {
     let name = |c: Color| match (c, handicap) {
         (Color::Black, false) => "先手",
         (Color::White, false) => "後手",
@@ -709,7 +749,9 @@ fn natural_ending(result: GameResult, stm: Color, plies: usize, handicap: bool, 
         EndReason::MaxMoves => ("持将棋", format!("まで{plies}手で持将棋")),
         // KI2 has only the summary, which must say 時間切れ; KIF says it in the end word (and
         // cshogi reads only the plain form of the summary).
-        EndReason::TimeLoss if ki2 => ("切れ負け", format!("まで{plies}手で時間切れにより{}の勝ち", name(winner.unwrap_or(!stm)))),
+        EndReason::TimeLoss if ki2 => {
+            ("切れ負け", format!("まで{plies}手で時間切れにより{}の勝ち", name(winner.unwrap_or(!stm))))
+        }
         EndReason::TimeLoss => ("切れ負け", won(winner.unwrap_or(!stm))),
         EndReason::IllegalMove | EndReason::Forfeit => illegal(winner),
         EndReason::Abort => ("中断", format!("まで{plies}手で中断")),
@@ -719,7 +761,13 @@ fn natural_ending(result: GameResult, stm: Color, plies: usize, handicap: bool, 
 
 /// The end word, the `まで…` summary and the marker reason (`*koma-end:…`) that make a result read
 /// back exactly: KIF reads the end word, KI2 the summary.
-fn ending(result: GameResult, final_pos: &Position, plies: usize, handicap: bool, ki2: bool) -> (&'static str, String, Option<EndReason>) {
+fn ending(
+    result: GameResult,
+    final_pos: &Position,
+    plies: usize,
+    handicap: bool,
+    ki2: bool,
+) -> (&'static str, String, Option<EndReason>) {
     let stm = final_pos.side_to_move();
     let natural = natural_ending(result, stm, plies, handicap, ki2, !final_pos.has_legal_move());
     let read = |(word, summary): &(&'static str, String)| {
@@ -745,7 +793,8 @@ fn ending(result: GameResult, final_pos: &Position, plies: usize, handicap: bool
 /// Whether `key：…` reads back as a header with this key: not one the reader interprets itself,
 /// and not starting like another kind of line (a move, a comment, a diagram row, `変化`, `まで`, …).
 fn header_key_writable(key: &str) -> bool {
-    const SPECIAL: [&str; 9] = ["手合割", "先手", "後手", "下手", "上手", "先手の持駒", "後手の持駒", "下手の持駒", "上手の持駒"];
+    const SPECIAL: [&str; 9] =
+        ["手合割", "先手", "後手", "下手", "上手", "先手の持駒", "後手の持駒", "下手の持駒", "上手の持駒"];
     const STARTS: [&str; 6] = ["変化", "まで", "+--", "手数", "#", "&"];
     let first = key.chars().next();
     !key.is_empty()
@@ -756,7 +805,11 @@ fn header_key_writable(key: &str) -> bool {
 
 /// The header lines shared by KIF and KI2: title, fields, handicap or diagram, names, game comments.
 fn write_header(game: &GameRecord, out: &mut String, kif: bool) -> bool {
-    out.push_str(if kif { "# ---- koma 棋譜ファイル ----\n" } else { "# ---- koma 棋譜ファイル (KI2) ----\n" });
+    out.push_str(if kif {
+        "# ---- koma 棋譜ファイル ----\n"
+    } else {
+        "# ---- koma 棋譜ファイル (KI2) ----\n"
+    });
     for (k, v) in &game.headers {
         let key = HEADER_NAMES.iter().find(|(c, _)| c == k).map_or(k.as_str(), |(_, j)| j);
         let key = one_line(key).replace('：', ":");
@@ -807,7 +860,16 @@ pub fn write_kif(game: &GameRecord) -> Result<String, WriteError> {
             let pad = 14usize.saturating_sub(display_width(&text));
             let (mm, ss) = clock(t);
             let total = totals[side].as_secs();
-            let _ = write!(out, "{}({:>2}:{:02}/{:02}:{:02}:{:02})", " ".repeat(pad), mm, ss, total / 3600, total / 60 % 60, total % 60);
+            let _ = write!(
+                out,
+                "{}({:>2}:{:02}/{:02}:{:02}:{:02})",
+                " ".repeat(pad),
+                mm,
+                ss,
+                total / 3600,
+                total / 60 % 60,
+                total % 60
+            );
         }
         out.push('\n');
         write_move_notes(&mut out, m);

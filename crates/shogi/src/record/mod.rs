@@ -77,7 +77,15 @@ impl GameRecord {
     pub fn new(start: Position) -> GameRecord {
         // Drop any history: the record's moves are its history.
         let start = Position::from_sfen(&start.to_sfen()).unwrap_or(start);
-        GameRecord { start, moves: Vec::new(), result: None, black: None, white: None, headers: Vec::new(), comments: Vec::new() }
+        GameRecord {
+            start,
+            moves: Vec::new(),
+            result: None,
+            black: None,
+            white: None,
+            headers: Vec::new(),
+            comments: Vec::new(),
+        }
     }
 
     /// An empty record from a standard start (White moves first in handicap games).
@@ -100,7 +108,11 @@ impl GameRecord {
     pub fn push(&mut self, mv: Move) -> Result<(), WriteError> {
         let pos = self.final_position()?;
         if !pos.is_legal(mv) {
-            return Err(WriteError::IllegalMove { move_number: self.moves.len() as u32 + 1, usi: mv.to_usi(), sfen: pos.to_sfen() });
+            return Err(WriteError::IllegalMove {
+                move_number: self.moves.len() as u32 + 1,
+                usi: mv.to_usi(),
+                sfen: pos.to_sfen(),
+            });
         }
         self.moves.push(RecordMove::new(mv));
         Ok(())
@@ -116,7 +128,11 @@ impl GameRecord {
         let mut pos = self.start.clone();
         for (i, m) in self.moves.iter().enumerate() {
             if !pos.is_legal(m.mv) {
-                return Err(WriteError::IllegalMove { move_number: i as u32 + 1, usi: m.mv.to_usi(), sfen: pos.to_sfen() });
+                return Err(WriteError::IllegalMove {
+                    move_number: i as u32 + 1,
+                    usi: m.mv.to_usi(),
+                    sfen: pos.to_sfen(),
+                });
             }
             pos.do_move(m.mv);
         }
@@ -147,7 +163,11 @@ impl GameRecord {
 
     fn usi_arguments(&self, force_sfen: bool) -> String {
         let sfen = self.start.to_sfen();
-        let mut out = if !force_sfen && sfen == crate::sfen::STARTPOS_SFEN { "startpos".to_string() } else { format!("sfen {sfen}") };
+        let mut out = if !force_sfen && sfen == crate::sfen::STARTPOS_SFEN {
+            "startpos".to_string()
+        } else {
+            format!("sfen {sfen}")
+        };
         for (i, m) in self.moves.iter().enumerate() {
             out.push_str(if i == 0 { " moves " } else { " " });
             m.mv.write_usi(&mut out);
@@ -316,13 +336,17 @@ pub fn parse_usi_lines(text: &str) -> Result<Vec<GameRecord>, ParseError> {
             Ok(g) => games.push(g),
             Err(e) => {
                 let mv = match &e {
-                    UsiPositionError::Syntax { index, .. } | UsiPositionError::Illegal { index, .. } => Some(*index as u32),
+                    UsiPositionError::Syntax { index, .. } | UsiPositionError::Illegal { index, .. } => {
+                        Some(*index as u32)
+                    }
                     _ => None,
                 };
                 let kind = match e {
                     UsiPositionError::Sfen(s) => ParseErrorKind::Position(s),
                     UsiPositionError::Illegal { text, sfen, .. } => ParseErrorKind::IllegalMove { text, sfen },
-                    UsiPositionError::Syntax { text, .. } => ParseErrorKind::BadMove { text, reason: "not a USI move".into() },
+                    UsiPositionError::Syntax { text, .. } => {
+                        ParseErrorKind::BadMove { text, reason: "not a USI move".into() }
+                    }
                     other => ParseErrorKind::Usi(other),
                 };
                 return Err(ParseError { line: i + 1, move_number: mv, kind });
@@ -342,7 +366,10 @@ pub(crate) const END_MARKER: &str = "koma-end:";
 /// legal move is a checkmate; a marker comment restores the exact reason.
 pub(crate) fn refine_result(result: GameResult, final_pos: &Position, marker: Option<EndReason>) -> GameResult {
     let mut result = result;
-    if result.reason == EndReason::Resignation && result.winner == Some(!final_pos.side_to_move()) && !final_pos.has_legal_move() {
+    if result.reason == EndReason::Resignation
+        && result.winner == Some(!final_pos.side_to_move())
+        && !final_pos.has_legal_move()
+    {
         result.reason = EndReason::Checkmate;
     }
     if let Some(reason) = marker {
@@ -435,7 +462,11 @@ pub(crate) fn parse_seconds(text: &str) -> Option<Duration> {
         Some((i, f)) => (i, f),
         None => (text, ""),
     };
-    if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) || int.len() > 9 {
+    if int.is_empty()
+        || !int.bytes().all(|b| b.is_ascii_digit())
+        || !frac.bytes().all(|b| b.is_ascii_digit())
+        || int.len() > 9
+    {
         return None;
     }
     let secs: u64 = int.parse().ok()?;

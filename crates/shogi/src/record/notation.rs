@@ -158,7 +158,13 @@ fn file_and_letter(sq: Square) -> String {
     format!("{}{}", sq.file_index() + 1, (b'a' + sq.rank_index()) as char)
 }
 
-fn western_like(pos: &Position, m: Move, letter: fn(PieceType) -> String, paren_origin: bool, square: fn(Square) -> String) -> String {
+fn western_like(
+    pos: &Position,
+    m: Move,
+    letter: fn(PieceType) -> String,
+    paren_origin: bool,
+    square: fn(Square) -> String,
+) -> String {
     let pt = moving_type(pos, m);
     let mut s = letter(pt);
     if m.is_drop() {
@@ -432,10 +438,14 @@ pub(crate) fn strip_square(s: &str) -> Option<(Square, &str)> {
     let mut it = s.char_indices();
     let (_, f) = it.next()?;
     let (ri, r) = it.next()?;
-    let file =
-        FILE_DIGITS.iter().position(|&d| d == f).or_else(|| f.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
-    let rank =
-        RANK_KANJI.iter().position(|&d| d == r).or_else(|| r.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
+    let file = FILE_DIGITS
+        .iter()
+        .position(|&d| d == f)
+        .or_else(|| f.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
+    let rank = RANK_KANJI
+        .iter()
+        .position(|&d| d == r)
+        .or_else(|| r.to_digit(10).filter(|d| (1..=9).contains(d)).map(|d| d as usize - 1))?;
     let sq = Square::new(file as u8, rank as u8)?;
     Some((sq, &s[ri + r.len_utf8()..]))
 }
@@ -455,7 +465,9 @@ pub fn parse_japanese(pos: &Position, text: &str, previous_to: Option<Square>) -
     let (pt, mut rest) = strip_piece_name(rest).ok_or("expected a piece name")?;
     let mut words: Vec<&str> = Vec::new();
     while !rest.is_empty() {
-        let w = ["不成", "左", "右", "直", "上", "寄", "引", "行", "入", "打", "成", "生"].into_iter().find(|w| rest.starts_with(w));
+        let w = ["不成", "左", "右", "直", "上", "寄", "引", "行", "入", "打", "成", "生"]
+            .into_iter()
+            .find(|w| rest.starts_with(w));
         match w {
             Some(w) => {
                 words.push(w);
@@ -509,8 +521,11 @@ pub fn parse_japanese(pos: &Position, text: &str, previous_to: Option<Square>) -
             "左" | "右" => {
                 if matches!(pt, PieceType::Dragon | PieceType::Horse) {
                     let motion_words = words.iter().any(|w| ["上", "寄", "引"].contains(w));
-                    let pool: Vec<Square> =
-                        if motion_words { others.iter().copied().filter(|&o| mot(o) == mot(f)).collect() } else { others.clone() };
+                    let pool: Vec<Square> = if motion_words {
+                        others.iter().copied().filter(|&o| mot(o) == mot(f)).collect()
+                    } else {
+                        others.clone()
+                    };
                     relative_side_word(c, f, &pool) == Some(w) || pool.is_empty()
                 } else {
                     side_word(c, f, to) == Some(w)
@@ -568,7 +583,22 @@ mod tests {
         assert_eq!(vietnamese_names(&pos, mv(&pos, "2h2a")), "+Xe-21");
         assert_eq!(vietnamese_names(&pos, mv(&pos, "P*5e")), "Tốt*55");
         let names: Vec<&str> = PieceType::ALL.iter().map(|&pt| vietnamese_piece_name(pt)).collect();
-        for want in ["Vua", "Xe", "Tượng", "Vàng", "Bạc", "Mã", "Thương", "Tốt", "+Xe", "+Tượng", "+Bạc", "+Mã", "+Thương", "+Tốt"] {
+        for want in [
+            "Vua",
+            "Xe",
+            "Tượng",
+            "Vàng",
+            "Bạc",
+            "Mã",
+            "Thương",
+            "Tốt",
+            "+Xe",
+            "+Tượng",
+            "+Bạc",
+            "+Mã",
+            "+Thương",
+            "+Tốt",
+        ] {
             assert!(names.contains(&want), "{want}");
         }
     }

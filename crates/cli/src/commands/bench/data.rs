@@ -61,7 +61,8 @@ struct Scratch(PathBuf);
 impl Scratch {
     fn new(base: Option<&PathBuf>) -> Result<Scratch> {
         let base = base.cloned().unwrap_or_else(std::env::temp_dir);
-        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
         let p = base.join(format!("koma-bench-data-{}-{nanos}", std::process::id()));
         std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
         Ok(Scratch(p))
@@ -114,12 +115,15 @@ pub fn run(args: Args) -> Result<()> {
         written.push(path);
     }
     let write_rate = samples_written as f64 / write_seconds;
-    log(args.json, format!(
-        "write: {samples_written} samples in {} shards, {:.0} samples/s, {:.1} bytes/sample on disk",
-        written.len(),
-        write_rate,
-        bytes as f64 / samples_written as f64
-    ));
+    log(
+        args.json,
+        format!(
+            "write: {samples_written} samples in {} shards, {:.0} samples/s, {:.1} bytes/sample on disk",
+            written.len(),
+            write_rate,
+            bytes as f64 / samples_written as f64
+        ),
+    );
 
     // Copies up to the window size (not timed).
     let mut total = samples_written;
@@ -149,19 +153,27 @@ pub fn run(args: Args) -> Result<()> {
         draws += 1;
     }
     let sample_rate = drawn as f64 / t.elapsed().as_secs_f64();
-    log(args.json, format!(
-        "window: {} samples in {} shards; sampling {:.0} samples/s (batches of {})",
-        window.len(),
-        window.shard_count(),
-        sample_rate,
-        args.batch_size
-    ));
+    log(
+        args.json,
+        format!(
+            "window: {} samples in {} shards; sampling {:.0} samples/s (batches of {})",
+            window.len(),
+            window.shard_count(),
+            sample_rate,
+            args.batch_size
+        ),
+    );
     let window_samples = window.len();
     let window_shards = window.shard_count();
     drop(window);
 
     // 3. The training loader.
-    let config = TrainConfig { device: args.device.clone(), threads: Some(args.threads), batch_size: args.batch_size, ..TrainConfig::default() };
+    let config = TrainConfig {
+        device: args.device.clone(),
+        threads: Some(args.threads),
+        batch_size: args.batch_size,
+        ..TrainConfig::default()
+    };
     let loader = Loader::spawn(LoaderSetup {
         shards_dir: dir.clone(),
         window: WindowConfig { size: args.window, ..WindowConfig::default() },
@@ -206,12 +218,15 @@ pub fn run(args: Args) -> Result<()> {
     drop(loader);
     let loader_seconds = loader_times.last().zip(first).map_or(f64::NAN, |(l, f)| l.duration_since(f).as_secs_f64());
     let loader_rate = batches as f64 / loader_seconds;
-    log(args.json, format!(
-        "loader: {loader_rate:.2} batches/s of {} ({:.0} samples/s), {} threads",
-        args.batch_size,
-        loader_rate * args.batch_size as f64,
-        args.threads
-    ));
+    log(
+        args.json,
+        format!(
+            "loader: {loader_rate:.2} batches/s of {} ({:.0} samples/s), {} threads",
+            args.batch_size,
+            loader_rate * args.batch_size as f64,
+            args.threads
+        ),
+    );
 
     // 4. The trainer's consumption on a batch like the loader's.
     config.validate()?;
@@ -229,14 +244,17 @@ pub fn run(args: Args) -> Result<()> {
     }
     let train_rate = steps as f64 / t.elapsed().as_secs_f64();
     let ratio = loader_rate / train_rate;
-    log(args.json, format!(
-        "trainer ({}, {}, {}): {train_rate:.3} batches/s of {} (fastest step {best:.3} s), {} threads",
-        args.net,
-        args.device,
-        model.describe(),
-        args.batch_size,
-        args.threads
-    ));
+    log(
+        args.json,
+        format!(
+            "trainer ({}, {}, {}): {train_rate:.3} batches/s of {} (fastest step {best:.3} s), {} threads",
+            args.net,
+            args.device,
+            model.describe(),
+            args.batch_size,
+            args.threads
+        ),
+    );
     if args.json {
         println!(
             "{}",

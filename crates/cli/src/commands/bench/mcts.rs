@@ -93,7 +93,10 @@ pub fn run(args: Args) -> Result<()> {
             per_second / 1e3,
             args.mate_plies
         );
-        println!("node {NODE_BYTES} B + {edges_per_node:.1} edges × {EDGE_BYTES} B = {:.0} B per visited node", NODE_BYTES as f64 + edges_per_node * EDGE_BYTES as f64);
+        println!(
+            "node {NODE_BYTES} B + {edges_per_node:.1} edges × {EDGE_BYTES} B = {:.0} B per visited node",
+            NODE_BYTES as f64 + edges_per_node * EDGE_BYTES as f64
+        );
     }
     Ok(())
 }

@@ -22,11 +22,7 @@ struct Case {
 const CASES: [Case; 3] = [
     Case { name: "startpos", sfen: koma_shogi::STARTPOS_SFEN, depth: 6 },
     Case { name: "max-moves-593", sfen: "R8/2K1S1SSk/4B4/9/9/9/9/9/1L1L1L3 b RBGSNLP3g3n17p 1", depth: 3 },
-    Case {
-        name: "midgame",
-        sfen: "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1",
-        depth: 4,
-    },
+    Case { name: "midgame", sfen: "l6nl/5+P1gk/2np1S3/p1p4Pp/3P2Sp1/1PPb2P1P/P5GS1/R8/LN4bKL w GR5pnsg 1", depth: 4 },
 ];
 
 #[derive(Debug, clap::Args)]
@@ -113,7 +109,12 @@ pub fn run(args: Args) -> Result<()> {
             }
             for (i, reference) in run_cshogi(&args.python, &jobs)?.into_iter().enumerate() {
                 if reference.nodes != nodes[i] {
-                    bail!("node counts differ from cshogi on {}: koma {} vs cshogi {}", CASES[i].name, nodes[i], reference.nodes);
+                    bail!(
+                        "node counts differ from cshogi on {}: koma {} vs cshogi {}",
+                        CASES[i].name,
+                        nodes[i],
+                        reference.nodes
+                    );
                 }
                 best_cshogi[i] = best_cshogi[i].min(reference.seconds);
             }
@@ -138,15 +139,27 @@ pub fn run(args: Args) -> Result<()> {
         rows.push(row);
     }
     if args.json {
-        println!("{}", json!({ "bench": "rules", "threads": 1, "rounds": args.rounds, "timing": "best of rounds", "positions": rows }));
+        println!(
+            "{}",
+            json!({ "bench": "rules", "threads": 1, "rounds": args.rounds, "timing": "best of rounds", "positions": rows })
+        );
         return Ok(());
     }
-    println!("{:<15} {:>5} {:>12} {:>10} {:>12} {:>10} {:>8}", "position", "depth", "nodes", "M nps", "cshogi M nps", "ratio", "ns/gen");
+    println!(
+        "{:<15} {:>5} {:>12} {:>10} {:>12} {:>10} {:>8}",
+        "position", "depth", "nodes", "M nps", "cshogi M nps", "ratio", "ns/gen"
+    );
     for r in &rows {
         let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
         println!(
             "{:<15} {:>5} {:>12} {:>10.1} {:>12.1} {:>9.2}x {:>8.0}",
-            r["name"].as_str().unwrap_or(""), r["depth"], r["nodes"], f("nps") / 1e6, f("cshogi_nps") / 1e6, f("ratio_vs_cshogi"), f("movegen_ns_per_call")
+            r["name"].as_str().unwrap_or(""),
+            r["depth"],
+            r["nodes"],
+            f("nps") / 1e6,
+            f("cshogi_nps") / 1e6,
+            f("ratio_vs_cshogi"),
+            f("movegen_ns_per_call")
         );
     }
     Ok(())

@@ -88,15 +88,24 @@ pub fn run(args: Args) -> Result<()> {
     let mut busy_ns = 0u64;
     let mut moves = 0usize;
     let stop_flag = stop.clone();
-    let stats = koma_selfplay::run(&selfplay, StartPositions::new(0.0, 0.0), slot, usize::MAX, sink, stop, Duration::from_millis(250), &mut |p| {
-        evaluations = p.inference.positions.load(Ordering::Relaxed);
-        batches = p.inference.batches.load(Ordering::Relaxed);
-        busy_ns = p.inference.busy_ns.load(Ordering::Relaxed);
-        moves = p.moves;
-        if start.elapsed().as_secs_f64() >= args.seconds {
-            stop_flag.store(true, Ordering::Relaxed);
-        }
-    })
+    let stats = koma_selfplay::run(
+        &selfplay,
+        StartPositions::new(0.0, 0.0),
+        slot,
+        usize::MAX,
+        sink,
+        stop,
+        Duration::from_millis(250),
+        &mut |p| {
+            evaluations = p.inference.positions.load(Ordering::Relaxed);
+            batches = p.inference.batches.load(Ordering::Relaxed);
+            busy_ns = p.inference.busy_ns.load(Ordering::Relaxed);
+            moves = p.moves;
+            if start.elapsed().as_secs_f64() >= args.seconds {
+                stop_flag.store(true, Ordering::Relaxed);
+            }
+        },
+    )
     .map_err(anyhow::Error::msg)?;
     let seconds = start.elapsed().as_secs_f64();
     drop(games);
