@@ -166,6 +166,7 @@ pub fn run_selfplay(
     let result = std::thread::scope(|scope| {
         // The follower: swaps in the run's current model whenever it changes.
         let follower = scope.spawn(|| {
+            // If the follower dies, self-play must not play on with a model nobody updates.
             let _stop_selfplay_on_panic = SetOnPanic(&stop);
             let mut loaded = first.clone();
             // A model that failed to load, and how often: tried again a few times (a file system
@@ -217,8 +218,7 @@ pub fn run_selfplay(
                 }
             }
         });
-        // However self-play ends (a panic included), the follower must see it end; and if the
-        // follower dies, self-play must not play on with a model nobody updates.
+        // However self-play ends (a panic included), the follower must see it end.
         let stop_follower = SetOnDrop(&finished);
         let result = koma_selfplay::run(
             &config.selfplay,

@@ -16,7 +16,7 @@ use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::Handicap;
 
-use super::choices::one_of;
+use super::choices::{impasse_rule, max_moves_rule};
 use super::nn_args::RunArgs;
 
 #[derive(Debug, clap::Args)]
@@ -53,10 +53,10 @@ pub struct Args {
     #[arg(long, default_value_t = 320)]
     max_plies: u32,
     /// At the move limit: `draw`, or `checks` (JSA: play on while the checking side keeps checking).
-    #[arg(long, default_value = "draw", value_parser = one_of::<MaxMovesRule>(MaxMovesRule::ALL.map(MaxMovesRule::name)))]
+    #[arg(long, default_value = "draw", value_parser = max_moves_rule())]
     max_moves_rule: MaxMovesRule,
     /// Impasse rule.
-    #[arg(long, default_value = "csa27", value_parser = one_of::<ImpasseRule>(ImpasseRule::ALL.map(ImpasseRule::name)))]
+    #[arg(long, default_value = "csa27", value_parser = impasse_rule())]
     impasse: ImpasseRule,
     /// Results are appended here, one JSON line per game.
     #[arg(long, default_value = "arena/results.jsonl")]

@@ -7,6 +7,8 @@ use std::marker::PhantomData;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
+use koma_nn::Precision;
+use koma_shogi::rules::{ImpasseRule, MaxMovesRule};
 
 #[derive(Clone)]
 pub struct OneOf<T> {
@@ -17,6 +19,21 @@ pub struct OneOf<T> {
 /// A parser for one of `names`, turned into `T` by its `FromStr`.
 pub fn one_of<T>(names: impl IntoIterator<Item = &'static str>) -> OneOf<T> {
     OneOf { names: names.into_iter().collect(), value: PhantomData }
+}
+
+/// `--impasse`: the impasse rules by their option names.
+pub fn impasse_rule() -> OneOf<ImpasseRule> {
+    one_of(ImpasseRule::ALL.map(ImpasseRule::name))
+}
+
+/// `--max-moves-rule`: what happens at the move limit.
+pub fn max_moves_rule() -> OneOf<MaxMovesRule> {
+    one_of(MaxMovesRule::ALL.map(MaxMovesRule::name))
+}
+
+/// `--precision`: the network's floating-point type.
+pub fn precision() -> OneOf<Precision> {
+    one_of(Precision::NAMES)
 }
 
 impl<T> TypedValueParser for OneOf<T>
@@ -43,13 +60,12 @@ where
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, Parser};
-    use koma_shogi::rules::ImpasseRule;
 
     use super::*;
 
     #[derive(Debug, Parser)]
     struct Cli {
-        #[arg(long, default_value = "csa27", value_parser = one_of::<ImpasseRule>(ImpasseRule::ALL.map(ImpasseRule::name)))]
+        #[arg(long, default_value = "csa27", value_parser = impasse_rule())]
         impasse: ImpasseRule,
     }
 

@@ -3,7 +3,7 @@
 use anyhow::Result;
 use koma_nn::{DeviceSpec, Precision, RunOptions};
 
-use super::choices::one_of;
+use super::choices::precision;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -11,7 +11,7 @@ pub struct RunArgs {
     #[arg(long, default_value = "auto", env = "KOMA_DEVICE")]
     pub device: String,
     /// Weights and activations: auto (f16 on CUDA, f32 on CPU), f32, f16 or bf16 (CUDA only).
-    #[arg(long, default_value = "auto", value_parser = one_of::<Precision>(Precision::NAMES))]
+    #[arg(long, default_value = "auto", value_parser = precision())]
     pub precision: Precision,
     /// libtorch threads for CPU inference (default: libtorch's choice, usually the core count).
     #[arg(long)]

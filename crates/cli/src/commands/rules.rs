@@ -9,7 +9,7 @@ use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::usi::parse_position;
 use serde_json::json;
 
-use super::choices::one_of;
+use super::choices::{impasse_rule, max_moves_rule};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,13 +18,13 @@ pub struct Args {
     max_plies: u32,
     /// At the move limit: `draw`, or `checks` (JSA): when the move at the limit is a check, play
     /// on while every move of the checking side is a check; drawn at its first move that is not.
-    #[arg(long, default_value = "draw", value_parser = one_of::<MaxMovesRule>(MaxMovesRule::ALL.map(MaxMovesRule::name)))]
+    #[arg(long, default_value = "draw", value_parser = max_moves_rule())]
     max_moves_rule: MaxMovesRule,
     /// Impasse rule: `csa27` (CSA 27-point declaration), `jsa24` (24-point: 31+ wins, 24–30 draws),
     /// `try` (the Try rule, once both kings have entered), `try-unconditional`, `jishogi`
     /// (jishōgi by agreement: adjudicated by the 24-point count once both kings have entered) or
     /// `none`.
-    #[arg(long, default_value = "csa27", value_parser = one_of::<ImpasseRule>(ImpasseRule::ALL.map(ImpasseRule::name)))]
+    #[arg(long, default_value = "csa27", value_parser = impasse_rule())]
     impasse: ImpasseRule,
 }
 

@@ -10,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use koma_nn::Precision;
 use koma_train::{train, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainOptions, WaitReason};
 
-use super::choices::one_of;
+use super::choices::precision;
 use crate::interrupt;
 
 #[derive(Debug, clap::Args)]
@@ -62,7 +62,7 @@ pub struct Args {
     #[arg(long, env = "KOMA_DEVICE")]
     device: Option<String>,
     /// Overrides the config; half precision is CUDA-only.
-    #[arg(long, value_parser = one_of::<Precision>(Precision::NAMES))]
+    #[arg(long, value_parser = precision())]
     precision: Option<Precision>,
     /// libtorch CPU threads (overrides the config).
     #[arg(long)]

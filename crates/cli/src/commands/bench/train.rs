@@ -9,7 +9,7 @@ use koma_train::bench::{run as bench, BenchOptions};
 use koma_train::config::MemoryFormat;
 use koma_train::TrainConfig;
 
-use crate::commands::choices::one_of;
+use crate::commands::choices::{one_of, precision};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -49,7 +49,7 @@ pub struct Args {
     #[arg(long, default_value = "cpu")]
     device: String,
     /// Half precision on CUDA only.
-    #[arg(long, default_value = "f32", value_parser = one_of::<Precision>(Precision::NAMES))]
+    #[arg(long, default_value = "f32", value_parser = precision())]
     precision: Precision,
     /// libtorch CPU threads (default: libtorch's choice); PyTorch gets the same.
     #[arg(long)]
