@@ -262,10 +262,12 @@ pub fn run_match(
                 }
             };
             let points = g.a_points();
-            match points {
-                p if p == 1.0 => state.wins += 1,
-                p if p == 0.0 => state.losses += 1,
-                _ => state.draws += 1,
+            if points == 1.0 {
+                state.wins += 1;
+            } else if points == 0.0 {
+                state.losses += 1;
+            } else {
+                state.draws += 1;
             }
             let colour = if g.a_black { 0 } else { 1 };
             state.by_colour[colour].0 += points;

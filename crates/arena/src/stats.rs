@@ -140,6 +140,8 @@ pub enum SprtDecision {
 
 impl Sprt {
     /// Parses `elo0,elo1,alpha,beta`.
+    // `!(elo1 > elo0)` on purpose: a NaN fails the check and is refused.
+    #[allow(clippy::neg_cmp_op_on_partial_ord, clippy::nonminimal_bool)]
     pub fn parse(text: &str) -> Result<Sprt, String> {
         let parts: Vec<f64> = text
             .split(',')

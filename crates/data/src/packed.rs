@@ -116,7 +116,7 @@ impl PackedPosition {
             board[sq] = Some(Piece::new(color, PieceType::King));
             kings[i] = sq;
         }
-        for sq in 0..81 {
+        for (sq, cell) in board.iter_mut().enumerate() {
             if kings.contains(&sq) {
                 continue;
             }
@@ -126,7 +126,7 @@ impl PackedPosition {
                 let pt = PieceType::from_u8((code >> 1) as u8 + 1)
                     .filter(|&pt| pt != PieceType::King)
                     .ok_or_else(|| PackError::Corrupt(format!("piece code {code}")))?;
-                board[sq] = Some(Piece::new(color, pt));
+                *cell = Some(Piece::new(color, pt));
             }
         }
         let mut hands = [Hand::EMPTY; 2];

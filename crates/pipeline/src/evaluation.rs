@@ -75,6 +75,7 @@ impl<'a> Arena<'a> {
 
     /// Plays `games` games (colour-swapped pairs over the opening suite) of `a` against `b`,
     /// appending results to `results`. Games are saved under `arena/games/` when `keep_games`.
+    #[allow(clippy::too_many_arguments)]
     pub fn play(
         &mut self,
         a: &Contestant,

@@ -36,6 +36,7 @@ pub struct Progress<'a> {
 /// Plays `games` games (or until `stop` is set, which abandons the games in progress) and sends
 /// each finished game to `sink`.
 /// `on_progress` is called about every `every` with the running totals.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     config: &SelfPlayConfig,
     starts: StartPositions,

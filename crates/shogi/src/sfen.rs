@@ -72,7 +72,7 @@ impl Position {
         let move_number = match fields.get(3) {
             None => 1,
             Some(text) => match text.parse::<u32>() {
-                Ok(n) if n >= 1 && n < u32::MAX / 2 => n,
+                Ok(n) if (1..u32::MAX / 2).contains(&n) => n,
                 _ => return Err(SfenError::MoveNumber(text.to_string())),
             },
         };

@@ -229,6 +229,8 @@ pub struct Losses {
 /// `total` then adds `reply_weight · reply` with `config.reply_weight` (default
 /// [`crate::config::DEFAULT_REPLY_WEIGHT`]); without labels they add exactly 0 (and `reply` is
 /// None).
+// `total = total + …` on purpose: tch's `+=` is an in-place op on a node of the autograd graph.
+#[allow(clippy::assign_op_pattern)]
 pub fn losses(
     policy_logits: &Tensor,
     wdl_logits: &Tensor,

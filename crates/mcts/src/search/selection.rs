@@ -178,7 +178,7 @@ impl Search {
             // Only moves already visited are forced (KataGo): new ones keep PUCT's own urgency.
             let forced = forced_total.is_some_and(|t| in_flight > 0.0 && in_flight < (t * e.prior).sqrt());
             let score = (forced, q + c_sqrt * e.prior / (1.0 + n));
-            if score.0 > best_score.0 || (score.0 == best_score.0 && score.1 > best_score.1) {
+            if score > best_score {
                 best_score = score;
                 best = range.start + i;
             }
