@@ -1,6 +1,7 @@
 //! Ctrl-C (and SIGTERM): the first one sets a stop flag that long-running commands poll, so they
-//! finish cleanly (checkpoint written, shards flushed); a second one exits at once. And SIGXFSZ:
-//! ignored, so that a file-size limit makes a write fail like a full disk does.
+//! finish cleanly (checkpoint written, shards flushed); a second one exits at once. SIGXFSZ:
+//! ignored, so that a file-size limit makes a write fail like a full disk does. SIGPIPE: the
+//! default (exit quietly) for commands that write only to their own output.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -35,5 +36,16 @@ pub fn ignore_file_size_signal() {
     // async-signal-safe and done once at start-up, before any other thread exists.
     unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+/// Restores SIGPIPE's default action, which Rust's runtime sets to ignored: `koma … | head` then
+/// ends quietly when `head` closes the pipe, as Unix tools do, instead of panicking in `println!`.
+/// Not for commands that write to child processes (the arena's USI engines): there a dead
+/// engine's pipe must be an error the match handles (a forfeit), not the end of koma.
+pub fn exit_quietly_on_closed_output() {
+    // SAFETY: as above: a disposition, no handler code, set once before other threads exist.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

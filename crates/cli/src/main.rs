@@ -27,6 +27,9 @@ struct Cli {
 fn main() -> ExitCode {
     interrupt::ignore_file_size_signal();
     let cli = Cli::parse();
+    if !cli.command.writes_to_child_processes() {
+        interrupt::exit_quietly_on_closed_output();
+    }
     logging::init(cli.verbose);
     limits::raise_open_file_limit();
     match cli.command.run() {

@@ -1,10 +1,11 @@
 //! Search settings. Every field has the default a shogi self-play run would use; `evaluation()`
 //! turns the self-play randomness off for matches and engine play.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How the root chooses which move to explore.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum RootSelection {
     /// AlphaZero PUCT at the root as everywhere else (with Dirichlet noise when enabled).
@@ -13,18 +14,22 @@ pub enum RootSelection {
     /// root moves, sequential halving over the simulation budget, completed-Q policy targets.
     /// Below the root, PUCT.
     Gumbel {
+        /// Root moves sampled (Gumbel-top-k) to compete in sequential halving.
         considered_actions: usize,
         /// σ(q) = (c_visit + max visits) · c_scale · q.
         c_visit: f32,
+        /// Scale of the completed Q in σ(q) (see `c_visit`).
         c_scale: f32,
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `[selfplay.search]`: the tree search (PUCT below the root; the root as `root` says).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchConfig {
     /// PUCT exploration: c(s) = ln((1 + N + c_base) / c_base) + c_init.
     pub c_init: f32,
+    /// The visit count at which exploration starts to grow (see `c_init`).
     pub c_base: f32,
     /// First-play urgency: an unvisited move is valued at the parent's value minus this times the
     /// square root of the prior mass already visited (Leela's FPU reduction).
@@ -33,7 +38,9 @@ pub struct SearchConfig {
     /// fresh Gumbel draws for a Gumbel root (which then choose the considered moves and the move
     /// played). Off for matches and engine play, where the search must be deterministic.
     pub root_noise: bool,
+    /// Concentration of the Dirichlet noise (PUCT root): smaller is spikier.
     pub dirichlet_alpha: f32,
+    /// Share of the noise in the noisy priors: (1 − ε)·P + ε·Dir(α).
     pub dirichlet_epsilon: f32,
     /// Each in-flight visit counts as this many lost visits, so one tree yields distinct leaves.
     pub virtual_loss: f32,
@@ -50,6 +57,7 @@ pub struct SearchConfig {
     /// gets at least sqrt(k · P · total visits) visits; the policy target is then pruned of them.
     /// 0 turns both off.
     pub forced_playouts_k: f32,
+    /// How the root chooses the moves it explores: `{ kind = "puct" }` or `{ kind = "gumbel", … }`.
     pub root: RootSelection,
 }
 

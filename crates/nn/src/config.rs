@@ -1,12 +1,13 @@
 //! The network architecture as data: everything needed to build the same network in Rust (tch)
 //! and in Python (python/koma/model.py). Stored in every checkpoint's sidecar.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
 /// Non-linearity used everywhere in the network.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Activation {
     #[default]
@@ -30,9 +31,10 @@ impl Activation {
 
 /// Squeeze-and-excitation in every residual block: global average → FC (C → C/ratio) →
 /// activation → FC (C/ratio → C) → sigmoid, multiplied into the block's second BN output.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SeConfig {
+    /// Channel reduction of the squeeze: C/ratio hidden units.
     pub ratio: usize,
 }
 
@@ -40,16 +42,18 @@ pub struct SeConfig {
 /// `every-1`, `2·every-1`, …) splits its first convolution into `C − channels` regular and
 /// `channels` pooled channels; the pooled ones (BN, activation, mean and max over the board)
 /// go through an FC layer that adds a per-channel bias to the regular ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GlobalPoolConfig {
+    /// Every this many residual blocks has a global-pooling bias.
     pub every: usize,
+    /// Channels of a block that are pooled (the rest stay regular).
     pub channels: usize,
 }
 
-/// The architecture. Defaults are those of [`ModelConfig::standard`] heads; the tower size has no
+/// The architecture. Defaults are those of the standard preset's heads; the tower size has no
 /// default and must be given.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
     /// Residual blocks in the tower.

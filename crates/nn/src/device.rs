@@ -80,7 +80,7 @@ pub fn device_name(device: Device) -> String {
 }
 
 /// Floating-point type of the inference weights and activations.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// f16 on CUDA, f32 on the CPU.

@@ -30,7 +30,7 @@
 //!
 //! Memory format: [`Net::forward_t`] takes inputs in either layout. Inputs in channels-last
 //! (NHWC strides, see [`to_channels_last`]) make every activation channels-last, which oneDNN's
-//! CPU convolutions run about 15% faster (the trainer's `memory_format`, docs/training.md); the
+//! CPU convolutions run faster (the trainer's `memory_format`; docs/training.md has the figures); the
 //! weights stay in the standard contiguous layout either way, so checkpoints are unaffected. The
 //! result is the same up to float rounding (a different summation order inside the kernels).
 

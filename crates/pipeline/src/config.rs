@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use koma_nn::ModelConfig;
 use koma_selfplay::SelfPlayConfig;
 use koma_train::TrainConfig;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{PipelineError, Result};
@@ -31,7 +32,7 @@ pub struct PipelineConfig {
 }
 
 /// `[run]`: how long, where the networks run, how data is cut into shards.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
     /// Stop after this many minutes (0: no limit). `--minutes` overrides it.
@@ -85,9 +86,10 @@ impl Default for RunConfig {
 /// `[gating]`: KataGo's gatekeeper. A new checkpoint replaces the self-play model only after
 /// scoring at least `min_score` in a short match against it. Off by default (AlphaZero style:
 /// self-play always uses the newest network).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct GatingConfig {
+    /// Gate new checkpoints (false: self-play always uses the newest).
     pub enabled: bool,
     /// Games of the gating match (rounded up to colour-swapped pairs).
     pub games: usize,
@@ -107,7 +109,7 @@ impl Default for GatingConfig {
 
 /// `[arena]`: the end-of-run report (and, with `every_models`, evaluations during the run):
 /// checkpoints against model 0 and the built-in reference players, Elo by training step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ArenaConfig {
     /// Games of the last model against model 0 and against each reference at the end of the run
@@ -118,6 +120,7 @@ pub struct ArenaConfig {
     /// For the Elo curve: up to this many earlier checkpoints, evenly spaced, each play
     /// `curve_games` against model 0 and against the first reference.
     pub curve_models: usize,
+    /// Games each curve checkpoint plays against each opponent (0: no curve).
     pub curve_games: usize,
     /// During the run: every this many new checkpoints, the newest plays `curve_games` against
     /// model 0 (0: only at the end). It shares the CPU/GPU with self-play and training.

@@ -1,6 +1,7 @@
 //! koma-pipeline: the training pipeline over one run directory.
 //!
 //! - [`config`]: the run configuration (`configs/*.toml`; `tiny-cpu` is compiled in).
+//! - [`config_reference`]: the config files' JSON Schema and field reference, from the structs.
 //! - [`run_dir`]: the files of a run and which model self-play uses.
 //! - [`selfplay_stage`]: self-play that follows the run's models and streams shards.
 //! - [`evaluation`]: the gatekeeper, evaluations during the run, the end-of-run report.
@@ -15,6 +16,7 @@
 //! docs/pipeline.md describes the run directory, the stages and the config.
 
 pub mod config;
+pub mod config_reference;
 mod error;
 pub mod evaluation;
 pub mod events;

@@ -2,17 +2,20 @@
 
 use koma_mcts::SearchConfig;
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A game's evaluation cache holds at most this many entries: a search of a few hundred
 /// simulations, and the positions it revisits, fit in it.
 pub const MAX_CACHE_ENTRIES_PER_GAME: usize = 4096;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `[selfplay]`: how games are played and which moves become training samples.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SelfPlayConfig {
     /// Worker threads; each plays `games_per_worker` games at once.
     pub workers: usize,
+    /// Games each worker plays at once (their leaves share the worker's batches).
     pub games_per_worker: usize,
     /// Leaves one game may add to a batch per round (virtual loss keeps them distinct).
     pub leaves_per_game: usize,
@@ -23,18 +26,22 @@ pub struct SelfPlayConfig {
     /// Playout cap randomization (KataGo): the share of moves that get a full search and become
     /// training samples; the others get `cheap_simulations`, no noise, and are not recorded.
     pub full_search_fraction: f32,
+    /// Simulations of a cheap search (the moves that are not recorded).
     pub cheap_simulations: u32,
     /// Moves are drawn ∝ visits^(1/temperature) for the first `temperature_plies` plies, then the
     /// most visited move is played.
     pub temperature: f32,
+    /// Plies from the start of a game that draw their move with `temperature`.
     pub temperature_plies: u32,
     /// Resign when the root value (in [-1, 1]) stays below this for `resign_consecutive` moves.
     pub resign_value: f32,
+    /// Moves in a row below `resign_value` before the side resigns.
     pub resign_consecutive: u32,
     /// Share of games played without resignation, to measure false resignations.
     pub no_resign_fraction: f32,
     /// Share of games started from a handicap position, and from the opening suite.
     pub handicap_fraction: f32,
+    /// Share of games started from a position of the opening suite (`[run] openings`).
     pub openings_fraction: f32,
     /// Game length limit in plies (a draw when reached).
     pub max_plies: u32,
@@ -42,10 +49,12 @@ pub struct SelfPlayConfig {
     pub max_moves_rule: String,
     /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
     pub impasse: String,
+    /// Seeds the games' randomness (noise, temperature, openings); each worker derives its own.
     pub seed: u64,
     /// Memory of the evaluation caches of all games together, MiB (each game's cache: its share,
     /// at most 4096 entries; 0: no cache). Caches are cleared when the model changes.
     pub eval_cache_mib: usize,
+    /// The tree search of every move.
     pub search: SearchConfig,
 }
 

@@ -6,11 +6,13 @@ use std::path::Path;
 
 use koma_data::{SampleWeights, WindowSize};
 use koma_nn::Precision;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TrainError};
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `[train]`: the trainer (`koma train`, and the pipeline's training stage).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
     /// Samples per optimiser step.
@@ -65,11 +67,11 @@ impl Default for TrainConfig {
 }
 
 /// Memory format of the network's activations during training (`train.memory_format`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MemoryFormat {
-    /// Channels-last on the CPU (oneDNN's convolutions are ~15% faster in training there);
-    /// contiguous on CUDA (not measured there yet).
+    /// Channels-last on the CPU (oneDNN's convolutions train faster in it; docs/training.md has the
+    /// figures); contiguous on CUDA (not measured there yet).
     #[default]
     Auto,
     /// NHWC strides (PyTorch's `torch.channels_last`): the inputs are converted, every
@@ -115,7 +117,7 @@ impl std::str::FromStr for MemoryFormat {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum OptimizerKind {
     /// SGD with (Nesterov) momentum and L2 weight decay added to the gradient (PyTorch's SGD).
@@ -135,9 +137,11 @@ impl OptimizerKind {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The optimiser and its settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimizerConfig {
+    /// `sgd` (with momentum) or `adamw`.
     pub kind: OptimizerKind,
     /// SGD momentum (0: none).
     pub momentum: f64,
@@ -145,8 +149,11 @@ pub struct OptimizerConfig {
     pub nesterov: bool,
     /// SGD: L2 penalty added to the gradient (`g + wd·w`); AdamW: decoupled decay (`w -= lr·wd·w`).
     pub weight_decay: f64,
+    /// AdamW: decay rate of the first-moment (mean) estimate.
     pub beta1: f64,
+    /// AdamW: decay rate of the second-moment (uncentred variance) estimate.
     pub beta2: f64,
+    /// AdamW: added to the square root of the second moment, for stability.
     pub eps: f64,
     /// Clip the global gradient L2 norm to this (0: no clipping).
     pub grad_clip_norm: f64,
@@ -167,9 +174,10 @@ impl Default for OptimizerConfig {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Schedule {
+    /// `base` throughout.
     #[default]
     Constant,
     /// Multiply by `gamma` every `step_size` steps, or at each of `milestones` when given.
@@ -180,19 +188,27 @@ pub enum Schedule {
 
 /// The learning rate: a schedule after an optional linear warm-up. Steps count from the end of
 /// the warm-up for the schedule.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LrConfig {
     /// Peak learning rate (after warm-up).
     pub base: f64,
+    /// After the warm-up: `constant`, `step` or `cosine`.
     pub schedule: Schedule,
     /// Linear warm-up from `base · warmup_start` to `base` over this many steps.
     pub warmup_steps: u64,
+    /// Learning rate at the start of the warm-up, as a share of `base`.
     pub warmup_start: f64,
+    /// `step` schedule without `milestones`: steps between decays.
     pub step_size: u64,
+    /// `step` schedule: the steps (counted after the warm-up) at which to decay; empty: every
+    /// `step_size` steps.
     pub milestones: Vec<u64>,
+    /// `step` schedule: factor of each decay.
     pub gamma: f64,
+    /// `cosine` schedule: steps from `base` down to `base · min_factor`.
     pub decay_steps: u64,
+    /// `cosine` schedule: the final learning rate as a share of `base`.
     pub min_factor: f64,
 }
 
@@ -241,13 +257,14 @@ impl LrConfig {
 }
 
 /// What the network is trained towards.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LossConfig {
     /// Value target = λ·onehot(game result) + (1 − λ)·(search root W/D/L) (dlshogi's val_lambda).
     pub value_lambda: f64,
     /// Weights of the two cross-entropy terms in the loss.
     pub policy_weight: f64,
+    /// Weight of the value cross-entropy (see `policy_weight`).
     pub value_weight: f64,
     /// Policy-target pruning: entries with a weight below this are dropped (never the largest)
     /// and the rest renormalised.
@@ -298,17 +315,23 @@ impl Default for LossConfig {
 }
 
 /// The replay window (see koma-data): a fixed size, or KataGo's growing window.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct WindowConfig {
     /// A fixed window of the newest `size` samples (0: the growing window below).
     pub size: usize,
+    /// Growing window (KataGo): after N samples produced, the window holds
+    /// c·(1 + β((N/c)^α − 1)/α) of them (all N while N ≤ c), capped at `max`.
     pub c: f64,
+    /// Growing window: the exponent α (see `c`).
     pub alpha: f64,
+    /// Growing window: the slope β (see `c`).
     pub beta: f64,
+    /// Growing window: the largest size, in samples.
     pub max: usize,
     /// Samples before this ply are accepted with `early_probability`.
     pub early_plies: u16,
+    /// Probability that a sample before `early_plies` is used when drawn.
     pub early_probability: f64,
     /// Probability that a drawn sample is reflected left to right (position, policy target,
     /// played move and reply; shogi's rules are symmetric, `Position::mirror`): 0.5 shows the
@@ -346,16 +369,20 @@ impl WindowConfig {
 }
 
 /// Dynamic loss scaling for f16 training.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LossScaleConfig {
+    /// The first loss scale.
     pub init: f64,
     /// Multiply the scale by this after `growth_interval` steps in a row with finite gradients.
     pub growth_factor: f64,
+    /// Steps in a row with finite gradients before the scale grows.
     pub growth_interval: u64,
     /// Multiply the scale by this (and skip the step) when a gradient is inf or NaN.
     pub backoff_factor: f64,
+    /// The scale never falls below this.
     pub min: f64,
+    /// The scale never grows above this.
     pub max: f64,
     /// This many skipped steps in a row is a divergence (the scale has fallen by
     /// `backoff_factor^N`, far beyond any passing overflow), not a reason to keep skipping.
@@ -377,7 +404,7 @@ impl Default for LossScaleConfig {
 }
 
 /// `--follow`: keep training as self-play writes new shards.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct FollowConfig {
     /// Wait until the window holds at least this many samples.

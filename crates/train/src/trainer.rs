@@ -93,16 +93,14 @@ impl Mode {
 
 /// Keeps glibc's malloc from handing the activations' memory back to the kernel after every step.
 ///
-/// A training step allocates and frees hundreds of MB of activations (about 140 MB for the tiny
-/// net at batch 256 on the CPU, 680 MB for the standard net). glibc's default adapts its mmap
-/// threshold to the largest block freed and trims the top of the heap once more than twice that is
-/// free; in koma's process much of the activations' memory went back to the kernel every step and
-/// the next step faulted it back in (10 000–35 000 minor page faults per step for the tiny net,
-/// 170 000 for the standard one, 4–6% of the step). Python processes running the same libtorch happen not to hit this (a few hundred faults
-/// per step). So, once per process, the first trainer sets `M_MMAP_THRESHOLD` to 32 MiB (glibc's
-/// maximum for the dynamic threshold; larger blocks are still mapped and unmapped) and
-/// `M_TRIM_THRESHOLD` to 1 GiB: freed memory stays in the heap for the next step. Process-wide,
-/// glibc only; `KOMA_MALLOC_DEFAULTS=1` in the environment leaves malloc alone (to measure it).
+/// A training step allocates and frees hundreds of MB of activations. glibc's default adapts its
+/// mmap threshold to the largest block freed and trims the top of the heap once more than twice
+/// that is free, so in koma's process much of that memory went back to the kernel every step and
+/// the next step faulted it back in (docs/training.md, "Benchmark", has the measured cost). So,
+/// once per process, the first trainer sets `M_MMAP_THRESHOLD` to 32 MiB (glibc's maximum for the
+/// dynamic threshold; larger blocks are still mapped and unmapped) and `M_TRIM_THRESHOLD` to
+/// 1 GiB: freed memory stays in the heap for the next step. Process-wide, glibc only;
+/// `KOMA_MALLOC_DEFAULTS=1` in the environment leaves malloc alone (to measure it).
 pub fn keep_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {

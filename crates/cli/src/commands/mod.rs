@@ -6,6 +6,7 @@ use clap::Subcommand;
 mod arena;
 mod bench;
 mod choices;
+mod config;
 mod convert;
 mod data;
 mod encode;
@@ -32,6 +33,8 @@ pub enum Command {
     Pipeline(pipeline::Args),
     /// Measure a change to the loop: variants (configs) trained for the same budget from the same model 0, then a round robin and a report.
     Experiment(experiment::Args),
+    /// Run configs: the field reference, the JSON Schema, or check files (`koma config check FILE`).
+    Config(config::Args),
     /// Show the koma version, the libtorch it loaded and whether CUDA is usable.
     Info(info::Args),
     /// Count the leaves of the legal-move tree to a depth (bulk-counted perft).
@@ -69,10 +72,18 @@ pub enum Command {
 }
 
 impl Command {
+    /// Whether the command writes to other programs over pipes (the arena's USI engines, the
+    /// reference implementations `bench` feeds), where a closed pipe is an error to handle rather
+    /// than the end of the process.
+    pub fn writes_to_child_processes(&self) -> bool {
+        matches!(self, Command::Arena(_) | Command::Bench(_))
+    }
+
     pub fn run(self) -> anyhow::Result<()> {
         match self {
             Command::Pipeline(args) => pipeline::run(args),
             Command::Experiment(args) => experiment::run(args),
+            Command::Config(args) => config::run(args),
             Command::Info(args) => info::run(args),
             Command::Perft(args) => perft::run(args),
             Command::Rules(args) => rules::run(args),

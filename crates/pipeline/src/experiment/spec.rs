@@ -16,6 +16,7 @@
 
 use std::path::{Path, PathBuf};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{opening_suite_text, PipelineConfig};
@@ -29,16 +30,17 @@ pub const ANCHOR: &str = "greedy";
 const RESERVED: [&str; 4] = ["greedy", "random", "mcts-material", "model0"];
 
 /// One variant: a name (a run directory `runs/NAME` and a player `NAME@SIMS`) and its config.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VariantSpec {
+    /// Names the variant's run (`runs/NAME`) and its player (`NAME@SIMS`); letters, digits, `-`, `_`, `.`.
     pub name: String,
     /// The run config (as `koma pipeline --config` reads); in a spec file relative to the file.
     pub config: PathBuf,
 }
 
 /// The whole experiment as a file holds it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExperimentSpec {
     /// Budget per variant in wall-clock minutes (set this or `cpu_minutes`).
@@ -63,6 +65,7 @@ pub struct ExperimentSpec {
     pub concurrency: usize,
     /// Game length limit of the matches, in plies (a draw when reached).
     pub max_plies: u32,
+    /// The variants, two or more, each as a `[[variant]]` table.
     #[serde(rename = "variant")]
     pub variants: Vec<VariantSpec>,
 }
@@ -86,7 +89,7 @@ impl Default for ExperimentSpec {
 }
 
 /// How a variant's budget is counted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BudgetKind {
     Wall,
