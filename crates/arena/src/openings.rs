@@ -8,6 +8,7 @@ use koma_mcts::{EvalError, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::usi::{parse_position, position_command};
 use koma_shogi::Position;
+use rand::{RngExt, SeedableRng};
 
 /// Reads a suite: blank lines and `#` comments are skipped; errors name the line.
 pub fn read_suite(text: &str) -> Result<Vec<Position>, String> {
@@ -36,7 +37,7 @@ pub struct SuiteSpec {
 /// Generates `spec.count` distinct balanced openings as USI position lines (an evaluator error
 /// ends it with that error).
 pub fn generate_suite(spec: &SuiteSpec, evaluator: &dyn Evaluator) -> Result<Vec<String>, EvalError> {
-    let mut rng = Rng::seeded(spec.seed);
+    let mut rng = Rng::seed_from_u64(spec.seed);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     let mut attempts = 0;
@@ -48,12 +49,12 @@ pub fn generate_suite(spec: &SuiteSpec, evaluator: &dyn Evaluator) -> Result<Vec
             if moves.is_empty() {
                 break;
             }
-            pos.do_move(moves[rng.below(moves.len())]);
+            pos.do_move(moves[rng.random_range(0..moves.len())]);
         }
         if pos.plies_from_root() != spec.plies || pos.legal_moves().is_empty() || !seen.insert(pos.hash()) {
             continue;
         }
-        let mut search = Search::new(SearchConfig::evaluation(), GameRules::default(), rng.next_u64());
+        let mut search = Search::new(SearchConfig::evaluation(), GameRules::default(), rng.random());
         let mut probe = pos.clone();
         search.run(&mut probe, evaluator, spec.simulations.max(1), 8)?;
         if search.root_value().abs() <= spec.max_abs_value {

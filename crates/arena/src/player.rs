@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, PieceType, Position, Status};
+use rand::{RngExt, SeedableRng};
 
 /// What a player does on its turn.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,7 +100,7 @@ pub struct RandomPlayer {
 
 impl RandomPlayer {
     pub fn new(seed: u64) -> RandomPlayer {
-        RandomPlayer { rng: Rng::seeded(seed) }
+        RandomPlayer { rng: Rng::seed_from_u64(seed) }
     }
 }
 
@@ -113,7 +114,7 @@ impl Player for RandomPlayer {
         if moves.is_empty() {
             return Ok(Action::Resign);
         }
-        Ok(Action::Play(moves[self.rng.below(moves.len())]))
+        Ok(Action::Play(moves[self.rng.random_range(0..moves.len())]))
     }
 }
 
@@ -125,7 +126,7 @@ pub struct GreedyPlayer {
 
 impl GreedyPlayer {
     pub fn new(seed: u64) -> GreedyPlayer {
-        GreedyPlayer { rng: Rng::seeded(seed) }
+        GreedyPlayer { rng: Rng::seed_from_u64(seed) }
     }
 }
 
@@ -158,7 +159,7 @@ impl Player for GreedyPlayer {
                 best.push(m);
             }
         }
-        Ok(Action::Play(best[self.rng.below(best.len())]))
+        Ok(Action::Play(best[self.rng.random_range(0..best.len())]))
     }
 }
 

@@ -1,23 +1,15 @@
 //! The SPRT on simulated matches stops with the right decision at about the promised rates.
 
 use koma_arena::stats::{score_of, Pentanomial, Sprt, SprtDecision};
-
-struct Rng(u64);
-impl Rng {
-    fn uniform(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use koma_mcts::Rng;
+use rand::{RngExt, SeedableRng};
 
 /// One game's points for a player `elo` stronger, with a 30% draw rate where possible.
 fn game(rng: &mut Rng, elo: f64) -> f64 {
     let s = score_of(elo);
     let draw = 0.3f64.min(2.0 * s.min(1.0 - s));
     let win = s - draw / 2.0;
-    let u = rng.uniform();
+    let u: f64 = rng.random();
     if u < win {
         1.0
     } else if u < win + draw {
@@ -42,7 +34,7 @@ fn run_sprt(rng: &mut Rng, true_elo: f64, sprt: &Sprt) -> SprtDecision {
 #[test]
 fn sprt_decides_right_at_the_promised_rates() {
     let sprt = Sprt::parse("0,30,0.05,0.05").unwrap();
-    let mut rng = Rng(12345);
+    let mut rng = Rng::seed_from_u64(12345);
     let runs = 300;
     let h1_when_better = (0..runs).filter(|_| run_sprt(&mut rng, 30.0, &sprt) == SprtDecision::H1).count();
     let h0_when_equal = (0..runs).filter(|_| run_sprt(&mut rng, 0.0, &sprt) == SprtDecision::H0).count();

@@ -120,12 +120,12 @@ impl SearchConfig {
         }
         match self.root {
             RootSelection::Puct => {
-                if !(self.dirichlet_alpha > 0.0)
+                if !(self.dirichlet_alpha > 0.0 && self.dirichlet_alpha.is_finite())
                     || !(0.0..=1.0).contains(&self.dirichlet_epsilon)
                     || self.dirichlet_epsilon == 0.0
                 {
                     return Err(format!(
-                        "{prefix}dirichlet_alpha = {} / dirichlet_epsilon = {}: a PUCT root needs alpha > 0 and 0 < epsilon <= 1",
+                        "{prefix}dirichlet_alpha = {} / dirichlet_epsilon = {}: a PUCT root needs a finite alpha > 0 and 0 < epsilon <= 1",
                         self.dirichlet_alpha, self.dirichlet_epsilon
                     ));
                 }

@@ -6,7 +6,7 @@
 
 use std::collections::VecDeque;
 
-use crate::rng::Rng;
+use crate::rng::{gumbel_noise, Rng};
 use crate::search::RootChild;
 
 pub(crate) struct GumbelRoot {
@@ -38,7 +38,7 @@ impl GumbelRoot {
     ) -> GumbelRoot {
         let logits: Vec<f32> = priors.iter().map(|&p| p.max(1e-12).ln()).collect();
         let gumbel: Vec<f32> = match rng {
-            Some(rng) => (0..priors.len()).map(|_| rng.gumbel() as f32).collect(),
+            Some(rng) => gumbel_noise(rng, priors.len()),
             None => vec![0.0; priors.len()],
         };
         let mut order: Vec<usize> = (0..priors.len()).collect();

@@ -3,7 +3,8 @@
 //! PUCT with AlphaZero's growing exploration constant, first-play urgency reduction, Dirichlet root
 //! noise, virtual loss for batched leaves, an optional Gumbel AlphaZero root, a bounded evaluation
 //! cache, tree reuse between moves, terminal values from the rules and mate-in-one at expansion.
-//! The crate never depends on a network library: evaluators live elsewhere.
+//! The crate never depends on a network library: evaluators live elsewhere. [`Rng`] is the
+//! seeded random number generator the whole workspace draws from.
 
 mod cache;
 mod config;

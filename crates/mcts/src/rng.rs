@@ -1,115 +1,79 @@
-//! A small seedable random number generator (xoshiro256**) with the distributions search needs:
-//! uniform, Gamma (for Dirichlet noise) and Gumbel. Seeded runs reproduce exactly.
+//! koma's one random number generator, for search, self-play, the arena and the trainer alike:
+//! xoshiro256** from `rand_xoshiro`, seeded through SplitMix64 by `SeedableRng::seed_from_u64`, so
+//! a seed reproduces a run exactly. Its whole state is four words, serialisable (serde) so that
+//! the trainer's `--resume` continues the same stream. Algorithm and seeding are those of the
+//! generator koma once wrote by hand, so training states saved by it resume the same stream.
+//! Numbers are drawn through `rand::RngExt` and `rand_distr`; this file only adds the two root
+//! noises search needs.
 
-#[derive(Clone, Debug)]
-pub struct Rng {
-    s: [u64; 4],
+use rand_distr::multi::Dirichlet;
+use rand_distr::{Distribution, Gumbel};
+
+pub type Rng = rand_xoshiro::Xoshiro256StarStar;
+
+/// A sample of the symmetric Dirichlet(`alpha`) distribution over `n` moves; a single move gets
+/// all the mass (the distribution needs two components).
+pub(crate) fn dirichlet_noise(rng: &mut Rng, alpha: f64, n: usize) -> Vec<f64> {
+    if n < 2 {
+        return vec![1.0; n];
+    }
+    Dirichlet::new(&vec![alpha; n]).expect("dirichlet_alpha is validated finite and positive").sample(rng)
 }
 
-impl Rng {
-    pub fn seeded(seed: u64) -> Rng {
-        let mut z = seed;
-        let mut next = || {
-            z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut x = z;
-            x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            x ^ (x >> 31)
-        };
-        Rng { s: [next(), next(), next(), next()] }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        result
-    }
-
-    /// Uniform in [0, 1).
-    pub fn uniform(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in (0, 1), safe to take logarithms of.
-    fn open_uniform(&mut self) -> f64 {
-        loop {
-            let u = self.uniform();
-            if u > 0.0 {
-                return u;
-            }
-        }
-    }
-
-    /// Uniform integer in [0, n).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
-    }
-
-    fn normal(&mut self) -> f64 {
-        let u1 = self.open_uniform();
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
-    }
-
-    /// Gamma(shape, 1) by Marsaglia and Tsang, with the shape < 1 boost.
-    pub fn gamma(&mut self, shape: f64) -> f64 {
-        if shape < 1.0 {
-            return self.gamma(shape + 1.0) * self.open_uniform().powf(1.0 / shape);
-        }
-        let d = shape - 1.0 / 3.0;
-        let c = 1.0 / (9.0 * d).sqrt();
-        loop {
-            let x = self.normal();
-            let v = (1.0 + c * x).powi(3);
-            if v <= 0.0 {
-                continue;
-            }
-            let u = self.open_uniform();
-            if u.ln() < 0.5 * x * x + d - d * v + d * v.ln() {
-                return d * v;
-            }
-        }
-    }
-
-    /// A sample of the symmetric Dirichlet distribution with `n` components.
-    pub fn dirichlet(&mut self, alpha: f64, n: usize) -> Vec<f64> {
-        let mut sample: Vec<f64> = (0..n).map(|_| self.gamma(alpha)).collect();
-        let sum: f64 = sample.iter().sum();
-        if sum > 0.0 {
-            sample.iter_mut().for_each(|x| *x /= sum);
-        } else if n > 0 {
-            sample.iter_mut().for_each(|x| *x = 1.0 / n as f64);
-        }
-        sample
-    }
-
-    /// A standard Gumbel sample.
-    pub fn gumbel(&mut self) -> f64 {
-        -(-self.open_uniform().ln()).ln()
-    }
+/// `n` standard Gumbel samples. Drawn in f64, where an infinite sample is a 2^-53 chance rather
+/// than f32's 2^-24.
+pub(crate) fn gumbel_noise(rng: &mut Rng, n: usize) -> Vec<f32> {
+    let gumbel = Gumbel::new(0.0, 1.0).expect("the standard Gumbel distribution is valid");
+    (0..n).map(|_| gumbel.sample(rng) as f32).collect()
 }
 
 #[cfg(test)]
 mod tests {
+    use rand::{Rng as _, SeedableRng};
+
     use super::*;
 
     #[test]
-    fn gamma_and_dirichlet_have_the_right_means() {
-        let mut rng = Rng::seeded(7);
-        for shape in [0.15, 0.5, 1.0, 3.0] {
-            let n = 40_000;
-            let mean: f64 = (0..n).map(|_| rng.gamma(shape)).sum::<f64>() / n as f64;
-            assert!((mean - shape).abs() < 0.05 * shape.max(0.3), "Gamma({shape}) mean {mean}");
+    fn same_stream_as_the_generator_koma_wrote_by_hand() {
+        // Values of koma's own xoshiro256** with SplitMix64 seeding, before it moved to rand.
+        let mut rng = Rng::seed_from_u64(7);
+        assert_eq!(
+            [rng.next_u64(), rng.next_u64(), rng.next_u64()],
+            [0xb358_faf7_4ef9_765a, 0x475c_3d96_4f48_2cd2, 0xd6f1_d349_952c_7996]
+        );
+    }
+
+    /// Mean and variance of `xs`.
+    fn moments(xs: impl Iterator<Item = f64>) -> (f64, f64) {
+        let xs: Vec<f64> = xs.collect();
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / xs.len() as f64;
+        (mean, var)
+    }
+
+    #[test]
+    fn dirichlet_noise_has_the_right_moments() {
+        let mut rng = Rng::seed_from_u64(7);
+        // 0.03 takes rand_distr's small-alpha (Beta) path, the others its Gamma path.
+        for alpha in [0.03, 0.15, 1.0, 3.0] {
+            let n = 10;
+            let draws: Vec<Vec<f64>> = (0..20_000).map(|_| dirichlet_noise(&mut rng, alpha, n)).collect();
+            assert!(draws.iter().all(|d| d.len() == n && (d.iter().sum::<f64>() - 1.0).abs() < 1e-9));
+            let (mean, var) = moments(draws.iter().map(|d| d[3]));
+            let p = 1.0 / n as f64;
+            let expected_var = p * (1.0 - p) / (n as f64 * alpha + 1.0);
+            assert!((mean - p).abs() < 0.05 * p, "Dirichlet({alpha}) mean {mean}");
+            assert!((var - expected_var).abs() < 0.1 * expected_var, "Dirichlet({alpha}) variance {var}");
         }
-        let d = rng.dirichlet(0.15, 30);
-        assert!((d.iter().sum::<f64>() - 1.0).abs() < 1e-9);
-        let g: f64 = (0..40_000).map(|_| rng.gumbel()).sum::<f64>() / 40_000.0;
-        assert!((g - 0.5772).abs() < 0.03, "Gumbel mean {g}");
+        assert_eq!(dirichlet_noise(&mut rng, 0.15, 1), [1.0]);
+        assert!(dirichlet_noise(&mut rng, 0.15, 0).is_empty());
+    }
+
+    #[test]
+    fn gumbel_noise_has_the_right_moments() {
+        let mut rng = Rng::seed_from_u64(7);
+        let (mean, var) = moments(gumbel_noise(&mut rng, 40_000).into_iter().map(f64::from));
+        assert!((mean - 0.5772).abs() < 0.03, "Gumbel mean {mean}");
+        assert!((var - 1.6449).abs() < 0.08, "Gumbel variance {var}");
     }
 }

@@ -7,6 +7,7 @@
 use koma_mcts::{EvalError, Evaluation, Evaluator, RootSelection, Search, SearchConfig, Selection, UniformEvaluator};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Move, PieceType, Position, Square};
+use rand::{RngExt, SeedableRng};
 
 fn sq(s: &str) -> Square {
     Square::from_usi(s).unwrap()
@@ -76,7 +77,7 @@ fn a_mate_in_one_at_the_root_is_played_without_search() {
 #[test]
 fn avoids_moves_that_allow_a_mate_in_one() {
     // Random positions where some replies allow the opponent a mate in one and some do not.
-    let mut rng = koma_mcts::Rng::seeded(11);
+    let mut rng = koma_mcts::Rng::seed_from_u64(11);
     let mut tested = 0;
     for game in 0..400 {
         let mut pos = Position::startpos();
@@ -87,10 +88,10 @@ fn avoids_moves_that_allow_a_mate_in_one() {
             }
             let captures: Vec<Move> =
                 moves.iter().copied().filter(|m| m.is_drop() || pos.piece_at(m.to()).is_some()).collect();
-            let m = if !captures.is_empty() && rng.below(2) == 0 {
-                captures[rng.below(captures.len())]
+            let m = if !captures.is_empty() && rng.random_bool(0.5) {
+                captures[rng.random_range(0..captures.len())]
             } else {
-                moves[rng.below(moves.len())]
+                moves[rng.random_range(0..moves.len())]
             };
             pos.do_move(m);
         }

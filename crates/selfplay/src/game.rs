@@ -5,6 +5,7 @@ use koma_data::{flags, result_for, GameSamples, PackedPosition, Sample};
 use koma_mcts::{Evaluation, LeafId, Rng, Search, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
+use rand::RngExt;
 
 use crate::config::SelfPlayConfig;
 
@@ -43,7 +44,7 @@ pub(crate) struct Finished {
 
 impl Game {
     pub(crate) fn new(pos: Position, config: &SelfPlayConfig, rules: GameRules, model: &str, rng: &mut Rng) -> Game {
-        let mut search = Search::new(config.search.clone(), rules, rng.next_u64());
+        let mut search = Search::new(config.search.clone(), rules, rng.random());
         let cache_entries = config.cache_entries_per_game();
         if cache_entries > 0 {
             search = search.with_cache(cache_entries);
@@ -55,7 +56,7 @@ impl Game {
             moves: Vec::new(),
             samples: Vec::new(),
             sample_sides: Vec::new(),
-            no_resign: rng.uniform() < config.no_resign_fraction as f64,
+            no_resign: rng.random::<f64>() < config.no_resign_fraction as f64,
             low_value_streak: [0; 2],
             would_have_resigned: None,
             full_search: true,
@@ -73,7 +74,7 @@ impl Game {
     /// Prepares the next move's search: full (a training sample) or cheap (playout cap
     /// randomization), with `model` the network that will evaluate it.
     fn start_move(&mut self, config: &SelfPlayConfig, model: &str, rng: &mut Rng) {
-        self.full_search = rng.uniform() < config.full_search_fraction as f64;
+        self.full_search = rng.random::<f64>() < config.full_search_fraction as f64;
         self.target = if self.full_search { config.simulations } else { config.cheap_simulations }.max(1);
         self.done = 0;
         self.stalled = false;
@@ -223,6 +224,7 @@ fn declaration_reason(rules: &GameRules) -> EndReason {
 mod tests {
     use super::*;
     use koma_mcts::{Evaluator, UniformEvaluator};
+    use rand::SeedableRng;
 
     /// Searches the game's current move to the end with `evaluator`.
     fn search_move(game: &mut Game, evaluator: &dyn Evaluator) {
@@ -241,7 +243,7 @@ mod tests {
         let config =
             SelfPlayConfig { simulations: 16, cheap_simulations: 4, resign_value: -2.0, ..SelfPlayConfig::default() };
         let rules = config.rules().unwrap();
-        let mut rng = Rng::seeded(1);
+        let mut rng = Rng::seed_from_u64(1);
         let mut game = Game::new(Position::startpos(), &config, rules, "model-a", &mut rng);
         search_move(&mut game, &UniformEvaluator);
         assert!(game.search.cache().is_some_and(|c| !c.is_empty()));

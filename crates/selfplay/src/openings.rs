@@ -4,6 +4,7 @@
 use koma_mcts::Rng;
 use koma_shogi::usi::{parse_position, UsiPositionError};
 use koma_shogi::{Handicap, Position};
+use rand::RngExt;
 
 #[derive(Clone, Debug, Default)]
 pub struct StartPositions {
@@ -37,13 +38,13 @@ impl StartPositions {
     }
 
     pub fn pick(&self, rng: &mut Rng) -> Position {
-        let r = rng.uniform();
+        let r = rng.random::<f64>();
         if r < self.openings_fraction && !self.openings.is_empty() {
-            return self.openings[rng.below(self.openings.len())].clone();
+            return self.openings[rng.random_range(0..self.openings.len())].clone();
         }
         if r < self.openings_fraction + self.handicap_fraction {
             let handicaps = &Handicap::ALL[1..];
-            return handicaps[rng.below(handicaps.len())].position();
+            return handicaps[rng.random_range(0..handicaps.len())].position();
         }
         Position::startpos()
     }

@@ -9,6 +9,7 @@ use crossbeam::channel::{Receiver, Sender};
 use koma_data::GameSamples;
 use koma_mcts::{EvalError, LeafId, Rng};
 use koma_shogi::rules::GameRules;
+use rand::SeedableRng;
 
 use crate::config::SelfPlayConfig;
 use crate::game::{Finished, Game};
@@ -79,7 +80,7 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) ->
 
 fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
     let config = &shared.config;
-    let mut rng = Rng::seeded(seed);
+    let mut rng = Rng::seed_from_u64(seed);
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
     let (_, first_model) = shared.slot.get();
     for i in 0..config.games_per_worker.max(1) {

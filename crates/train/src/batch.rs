@@ -13,6 +13,7 @@
 //!   0 for samples without one (the game ended after the sample's move, unknown ply).
 
 use koma_data::{flags, Sample};
+use koma_mcts::Rng;
 use koma_nn::encoding::move_label;
 use koma_nn::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 use koma_shogi::Move;
@@ -21,7 +22,6 @@ use rayon::prelude::*;
 use tch::{Device, Kind, Tensor};
 
 use crate::config::LossConfig;
-use crate::rng::Rng;
 
 /// A batch ready on the host.
 #[derive(Clone, Debug, Default)]

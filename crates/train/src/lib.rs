@@ -21,7 +21,6 @@ mod error;
 pub mod loader;
 pub mod metrics;
 pub mod optim;
-pub mod rng;
 pub mod run;
 pub mod scaler;
 pub mod state;
@@ -36,6 +35,5 @@ pub use config::{
 pub use error::{Result, TrainError};
 pub use loader::{WaitInfo, WaitReason, WindowInfo};
 pub use metrics::{MetricsRecord, StepStats};
-pub use rng::Rng;
 pub use run::{train, Progress, ResumeMode, RunPaths, TrainOptions, TrainSummary};
 pub use trainer::{evaluate, Evaluation, Mode, ModelInit, Trainer};

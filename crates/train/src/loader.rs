@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use koma_data::{ReplayWindow, Sample};
+use koma_mcts::Rng;
 use koma_shogi::Move;
+use rand::RngExt;
 use serde::Serialize;
 
 use crate::batch::HostBatch;
 use crate::config::{FollowConfig, LossConfig, WindowConfig};
 use crate::error::{Result, TrainError};
-use crate::rng::Rng;
 
 /// Why the loader is waiting (follow mode).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -191,14 +192,14 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
         }
         let mut batch = if setup.replies {
             let (mut samples, mut replies): (Vec<_>, Vec<_>) =
-                window.sample_with_replies(batch_size, &mut |n| rng.below(n))?.into_iter().unzip();
+                window.sample_with_replies(batch_size, &mut |n| rng.random_range(0..n))?.into_iter().unzip();
             if samples.is_empty() {
                 return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
             }
             mirror_some(&mut samples, Some(&mut replies[..]), setup.window.mirror, &mut rng);
             HostBatch::from_samples_with_replies(&samples, &replies, &setup.loss)
         } else {
-            let mut samples = window.sample(batch_size, &mut |n| rng.below(n))?;
+            let mut samples = window.sample(batch_size, &mut |n| rng.random_range(0..n))?;
             if samples.is_empty() {
                 return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
             }
@@ -227,7 +228,7 @@ fn mirror_some(samples: &mut [Sample], mut replies: Option<&mut [Option<Move>]>,
         return;
     }
     for (i, sample) in samples.iter_mut().enumerate() {
-        if rng.unit() >= p {
+        if rng.random::<f64>() >= p {
             continue;
         }
         // A position that does not unpack stays as it is; the batch leaves it out with a warning.

@@ -183,6 +183,7 @@ pub fn clip_gradients(grads: &mut [Tensor], norm: f64, max_norm: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngExt, SeedableRng};
     use tch::nn::{self, Module, OptimizerConfig as _};
     use tch::{Device, Kind};
 
@@ -191,8 +192,8 @@ mod tests {
     /// without weight decay on the reference side, as ours decays only the 2-D weight.
     fn compare(config: &OptimizerConfig, lr: f64, steps: usize) -> (Vec<f32>, Vec<f32>) {
         // Fixed data and initial weights (not libtorch's global generator: tests run in parallel).
-        let mut rng = crate::rng::Rng::seeded(3);
-        let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.unit() as f32 * 2.0 - 1.0).collect() };
+        let mut rng = koma_mcts::Rng::seed_from_u64(3);
+        let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
         let x = Tensor::from_slice(&values(16 * 5)).view([16, 5]);
         let y = Tensor::from_slice(&values(16 * 2)).view([16, 2]);
         let w0 = Tensor::from_slice(&values(2 * 5)).view([2, 5]);

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use koma_mcts::Rng;
 use koma_nn::checkpoint::{self, sha256_hex, write_atomic};
 use koma_nn::ModelConfig;
 use safetensors::tensor::{Dtype, SafeTensors};
@@ -22,7 +23,6 @@ use tch::{Device, Kind, Tensor};
 
 use crate::config::TrainConfig;
 use crate::error::{io, Result, TrainError};
-use crate::rng::Rng;
 use crate::scaler::LossScaler;
 
 pub const STATE_FORMAT: &str = "koma-train-state";
@@ -210,4 +210,27 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
 /// Wraps an inconsistency found while applying a loaded state (missing tensor, wrong shape).
 pub fn inconsistent(dir: &Path, models_dir: &Path, reason: impl Into<String>) -> TrainError {
     corrupt(&dir.join(STATE_FILE), reason, models_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::{Rng as _, SeedableRng};
+
+    use super::*;
+
+    #[test]
+    fn the_sampler_state_keeps_the_json_form_older_states_were_written_in() {
+        // `rng` of a state saved by koma's own xoshiro256** (seed 7, nothing drawn yet), and what
+        // that generator drew next.
+        let old = r#"{"s":[7191089600892374487,309689372594955804,16616101746815609346,10753165928301472203]}"#;
+        let mut rng: Rng = serde_json::from_str(old).unwrap();
+        assert_eq!(serde_json::to_string(&Rng::seed_from_u64(7)).unwrap(), old);
+        assert_eq!(
+            [rng.next_u64(), rng.next_u64(), rng.next_u64()],
+            [0xb358_faf7_4ef9_765a, 0x475c_3d96_4f48_2cd2, 0xd6f1_d349_952c_7996]
+        );
+        let saved = serde_json::to_string(&rng).unwrap();
+        let mut resumed: Rng = serde_json::from_str(&saved).unwrap();
+        assert_eq!(resumed.next_u64(), rng.next_u64());
+    }
 }

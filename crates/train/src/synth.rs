@@ -8,10 +8,10 @@
 //! loss.
 
 use koma_data::{flags, GameSamples, PackedPosition, Sample};
+use koma_mcts::Rng;
 use koma_nn::encoding::move_label;
 use koma_shogi::{EndReason, GameResult, Handicap, Move, PieceType};
-
-use crate::rng::Rng;
+use rand::{RngExt, SeedableRng};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SynthPolicy {
@@ -23,15 +23,15 @@ pub enum SynthPolicy {
 
 /// `games` random games (from the even and handicap start positions), every position a sample.
 pub fn random_games(games: usize, seed: u64, policy: SynthPolicy) -> Vec<GameSamples> {
-    let mut rng = Rng::seeded(seed);
+    let mut rng = Rng::seed_from_u64(seed);
     (0..games).map(|g| random_game(&mut rng, g, policy)).collect()
 }
 
 fn random_game(rng: &mut Rng, index: usize, policy: SynthPolicy) -> GameSamples {
-    let start = if index % 4 == 0 { Handicap::ALL[rng.below(Handicap::ALL.len())] } else { Handicap::ALL[0] };
+    let start = if index % 4 == 0 { Handicap::ALL[rng.random_range(0..Handicap::ALL.len())] } else { Handicap::ALL[0] };
     let start_pos = start.position();
     let mut pos = start_pos.clone();
-    let plies = 10 + rng.below(110);
+    let plies = 10 + rng.random_range(0..110);
     let mut samples = Vec::new();
     let mut moves_played = Vec::new();
     for ply in 0..plies {
@@ -51,21 +51,21 @@ fn random_game(rng: &mut Rng, index: usize, policy: SynthPolicy) -> GameSamples 
                 (t, if in_hand { 1 } else { -1 })
             }
             SynthPolicy::Random => {
-                let k = 1 + rng.below(moves.len().min(16));
-                let raw: Vec<f32> = (0..k).map(|_| 1.0 + rng.below(100) as f32).collect();
+                let k = 1 + rng.random_range(0..moves.len().min(16));
+                let raw: Vec<f32> = (0..k).map(|_| 1.0 + rng.random_range(0..100) as f32).collect();
                 let sum: f32 = raw.iter().sum();
                 let mut t: Vec<(Move, f32)> = Vec::with_capacity(k);
                 for (i, w) in raw.iter().enumerate() {
-                    let m = moves[(i * 7 + rng.below(moves.len())) % moves.len()];
+                    let m = moves[(i * 7 + rng.random_range(0..moves.len())) % moves.len()];
                     if !t.iter().any(|&(x, _)| x == m) {
                         t.push((m, w / sum));
                     }
                 }
-                (t, rng.below(3) as i8 - 1)
+                (t, rng.random_range(0..3) as i8 - 1)
             }
         };
-        let chosen = moves[rng.below(moves.len())];
-        let r = rng.unit() as f32;
+        let chosen = moves[rng.random_range(0..moves.len())];
+        let r = rng.random::<f32>();
         samples.push(Sample {
             position: packed,
             played: Some(chosen),

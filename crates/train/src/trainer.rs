@@ -19,8 +19,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use koma_mcts::Rng;
 use koma_nn::checkpoint::{self, TrainingInfo};
 use koma_nn::{DeviceSpec, ModelConfig, Net, Network, Precision, RunOptions};
+use rand::SeedableRng;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
@@ -29,7 +31,6 @@ use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::metrics::StepStats;
 use crate::optim::{clip_gradients, Optimizer};
-use crate::rng::Rng;
 use crate::scaler::{global_norm, LossScaler};
 use crate::state::{self, StateMeta};
 
@@ -265,7 +266,7 @@ impl Trainer {
             }
             _ => Vec::new(),
         };
-        let rng = Rng::seeded(config.seed);
+        let rng = Rng::seed_from_u64(config.seed);
         let channels_last = config.memory_format.channels_last_on(device);
         Ok(Trainer {
             config,

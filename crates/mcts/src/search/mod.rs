@@ -20,12 +20,13 @@ mod targets;
 
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, MoveList, Position};
+use rand::SeedableRng;
 
 use crate::cache::EvalCache;
 use crate::config::{RootSelection, SearchConfig};
 use crate::evaluator::{EvalError, Evaluation, Evaluator};
 use crate::gumbel::GumbelRoot;
-use crate::rng::Rng;
+use crate::rng::{dirichlet_noise, Rng};
 use crate::tree::{NodeState, Tree, NONE};
 
 pub use results::RootChild;
@@ -77,7 +78,7 @@ impl Search {
             config,
             rules,
             tree: Tree::default(),
-            rng: Rng::seeded(seed),
+            rng: Rng::seed_from_u64(seed),
             root_hash: 0,
             pending: Vec::new(),
             cache: None,
@@ -185,7 +186,7 @@ impl Search {
         }
         match self.config.root {
             RootSelection::Puct if self.config.root_noise && !self.cheap => {
-                let noise = self.rng.dirichlet(self.config.dirichlet_alpha as f64, range.len());
+                let noise = dirichlet_noise(&mut self.rng, self.config.dirichlet_alpha as f64, range.len());
                 let eps = self.config.dirichlet_epsilon;
                 for (e, eta) in self.tree.edges[range].iter_mut().zip(noise) {
                     e.prior = (1.0 - eps) * e.prior + eps * eta as f32;

@@ -2,6 +2,9 @@
 //! and the principal variation.
 
 use koma_shogi::Move;
+use rand::distr::weighted::WeightedIndex;
+use rand::distr::Distribution;
+use rand::RngExt;
 
 use super::Search;
 use crate::tree::{Tree, NONE};
@@ -131,19 +134,13 @@ impl Search {
                 .max_by(|&a, &b| visits[a].total_cmp(&visits[b]).then(value(a).total_cmp(&value(b))));
             return best.map(|i| children[i].mv);
         }
-        let weights: Vec<f64> = visits.iter().map(|&n| (n as f64).powf(1.0 / temperature as f64)).collect();
-        let total: f64 = weights.iter().sum();
-        if !(total > 0.0 && total.is_finite()) {
-            return Some(children[self.rng.below(children.len())].mv);
-        }
-        let mut x = self.rng.uniform() * total;
-        for (c, w) in children.iter().zip(&weights) {
-            if x < *w {
-                return Some(c.mv);
-            }
-            x -= w;
-        }
-        children.last().map(|c| c.mv)
+        let weights = visits.iter().map(|&n| (n as f64).powf(1.0 / temperature as f64));
+        // No visits, or weights past f64's range: any move.
+        let i = match WeightedIndex::new(weights) {
+            Ok(weighted) => weighted.sample(&mut self.rng),
+            Err(_) => self.rng.random_range(0..children.len()),
+        };
+        Some(children[i].mv)
     }
 
     /// The most visited line from the root.

@@ -16,10 +16,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use koma_data::{write_shard, ReplayWindow, SampleWeights, WindowSize};
+use koma_mcts::Rng;
 use koma_nn::ModelConfig;
 use koma_train::loader::{Loader, LoaderMsg, LoaderSetup};
 use koma_train::synth::{random_games, SynthPolicy};
-use koma_train::{HostBatch, ModelInit, Rng, TrainConfig, Trainer, WindowConfig};
+use koma_train::{HostBatch, ModelInit, TrainConfig, Trainer, WindowConfig};
+use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]
@@ -142,13 +144,13 @@ pub fn run(args: Args) -> Result<()> {
 
     // 2. Sampling from the window.
     let mut window = ReplayWindow::open(&dir, WindowSize::fixed(args.window), SampleWeights::default())?;
-    let mut rng = Rng::seeded(7);
+    let mut rng = Rng::seed_from_u64(7);
     let t = Instant::now();
     let mut drawn = 0usize;
     let mut draws = 0usize;
     let mut last_batch = Vec::new();
     while draws < 2 || t.elapsed().as_secs_f64() < args.seconds {
-        last_batch = window.sample(args.batch_size, &mut |n| rng.below(n))?;
+        last_batch = window.sample(args.batch_size, &mut |n| rng.random_range(0..n))?;
         drawn += last_batch.len();
         draws += 1;
     }
@@ -181,7 +183,7 @@ pub fn run(args: Args) -> Result<()> {
         batch_size: args.batch_size,
         prefetch: 2,
         follow: None,
-        rng: Rng::seeded(11),
+        rng: Rng::seed_from_u64(11),
         samples_seen: 0,
         replies: false,
     })?;

@@ -5,9 +5,10 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use koma_mcts::{Evaluation, Search, SearchConfig, Selection, EDGE_BYTES, NODE_BYTES};
+use koma_mcts::{Evaluation, Rng, Search, SearchConfig, Selection, EDGE_BYTES, NODE_BYTES};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position};
+use rand::{RngExt, SeedableRng};
 use serde_json::json;
 
 #[derive(Debug, clap::Args)]
@@ -28,17 +29,17 @@ pub struct Args {
 
 /// Positions from quick random games, spread over the opening, middle game and endgame.
 fn sample_positions(count: usize) -> Vec<Position> {
-    let mut rng = koma_mcts::Rng::seeded(2024);
+    let mut rng = Rng::seed_from_u64(2024);
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
         let mut pos = Position::startpos();
-        let plies = 10 + rng.below(110);
+        let plies = 10 + rng.random_range(0..110);
         for _ in 0..plies {
             let moves = pos.legal_moves();
             if moves.is_empty() {
                 break;
             }
-            let m: Move = moves[rng.below(moves.len())];
+            let m: Move = moves[rng.random_range(0..moves.len())];
             pos.do_move(m);
         }
         if !pos.legal_moves().is_empty() {
