@@ -277,8 +277,9 @@ def test_hcpe_matches_cshogi_bit_for_bit(games, koma, tmp_path):
 
     # Back to hcpe: byte for byte what cshogi wrote.
     back = tmp_path / "back.hcpe"
-    koma("data", "export", "--to", "hcpe", str(tmp_path / "out"), "--out", str(back))
+    report = json.loads(koma("data", "export", "--to", "hcpe", str(tmp_path / "out"), "--out", str(back), "--json").stdout)
     assert back.read_bytes() == src.read_bytes()
+    assert report["records"] == len(rows) and report["skipped"] == 0 and report["problems"] == []
     # And cshogi encodes koma's positions as koma does: the shard SFENs' hcp are the records'.
     for k in range(0, len(rows), 7):
         hcp = np.zeros(1, cshogi.HuffmanCodedPos)

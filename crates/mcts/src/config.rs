@@ -89,7 +89,7 @@ impl SearchConfig {
     /// Settings that cannot work in self-play, as a message naming the field (`prefix` is where
     /// the table lives in the config file, e.g. `selfplay.search.`).
     // `!(x >= 0.0)` on purpose: a NaN fails the check and is refused with the rest.
-    #[allow(clippy::neg_cmp_op_on_partial_ord)]
+    #[allow(clippy::neg_cmp_op_on_partial_ord, clippy::nonminimal_bool)]
     pub fn check_for_selfplay(&self, prefix: &str) -> Result<(), String> {
         if !self.root_noise {
             return Err(format!(

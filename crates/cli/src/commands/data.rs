@@ -89,8 +89,12 @@ struct ExportArgs {
     /// The file to write.
     #[arg(long)]
     out: PathBuf,
+    /// Scale of the logistic that turns a sample's value into hcpe's centipawn eval.
     #[arg(long, default_value_t = koma_data::hcp::DLSHOGI_EVAL_SCALE)]
     eval_scale: f64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -250,9 +254,7 @@ fn run_import(args: ImportArgs) -> Result<()> {
 }
 
 fn run_export(args: ExportArgs) -> Result<()> {
-    if args.to != "hcpe" {
-        bail!("--to {:?}: only hcpe is supported", args.to);
-    }
+    // `--to` takes only `hcpe` (its parser refuses anything else) and says so in `--help`.
     let shards = list_shards(&args.inputs)?;
     if shards.is_empty() {
         bail!("no .h5 shards in {:?}", args.inputs);
@@ -265,6 +267,21 @@ fn run_export(args: ExportArgs) -> Result<()> {
         progress.set_message(format!("{samples} samples"));
     })?;
     progress.finish_and_clear();
+    if args.json {
+        for p in &summary.problems {
+            eprintln!("koma: warning: {p}");
+        }
+        let report = serde_json::json!({
+            "out": args.out,
+            "format": args.to,
+            "records": summary.records,
+            "shards": summary.shards,
+            "skipped": summary.skipped,
+            "problems": summary.problems,
+        });
+        println!("{report}");
+        return Ok(());
+    }
     println!("wrote {} hcpe records from {} shards to {}", summary.records, summary.shards, args.out.display());
     if summary.skipped > 0 {
         for p in &summary.problems {
