@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use koma_mcts::{Evaluator, UniformEvaluator};
+use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceServer, UniformEvaluator};
 use koma_nn::{DeviceSpec, Network, Precision, RunOptions, SharedNetwork};
 use koma_shogi::Position;
 
@@ -65,8 +65,9 @@ impl LoadedNet {
 /// Loads a model (the `Some` case of [`LoadKey::model`]); replaceable for tests.
 pub type LoadFn = Arc<dyn Fn(&LoadKey) -> Result<LoadedNet, String> + Send + Sync>;
 
-/// The default loader: a koma checkpoint through koma-nn, warmed up with two batches so that the
-/// first move does not pay for CUDA kernel selection.
+/// The default loader: a koma checkpoint through koma-nn behind the inference service, warmed up
+/// with two batches (on the service's thread, where the searches' batches run) so that the first
+/// move does not pay for CUDA kernel selection.
 pub fn network_loader() -> LoadFn {
     Arc::new(|key: &LoadKey| {
         let path = key.model.as_deref().ok_or("no model")?;
@@ -84,7 +85,7 @@ pub fn network_loader() -> LoadFn {
             koma_nn::device::device_name(network.device()),
             network.kind()
         );
-        let shared = SharedNetwork::new(network);
+        let served = ServedNetwork::new(Arc::new(SharedNetwork::new(network)), path);
         let batch = match key.warmup_batch {
             0 if cuda => 32,
             0 => 8,
@@ -93,10 +94,44 @@ pub fn network_loader() -> LoadFn {
         let start = Position::startpos();
         let positions: Vec<&Position> = std::iter::repeat_n(&start, batch.min(4096)).collect();
         for _ in 0..2 {
-            shared.evaluate(&positions).map_err(|e| format!("warm-up evaluation failed: {e}"))?;
+            served.evaluate(&positions).map_err(|e| format!("warm-up evaluation failed: {e}"))?;
         }
-        Ok(LoadedNet { evaluator: Arc::new(shared), description, cuda })
+        Ok(LoadedNet { evaluator: Arc::new(served), description, cuda })
     })
+}
+
+/// A loaded network behind its own inference service. A failed batch stops a service for good (what
+/// self-play and the arena want); here the next batch starts a fresh one, so a failure costs the
+/// search it happened in and the next `go` tries the network again. A reload is a new
+/// `ServedNetwork`: its own service, and a new evaluator identity for the search tree.
+struct ServedNetwork {
+    slot: Arc<EvaluatorSlot>,
+    /// Clients are taken per batch and never kept: dropping the server waits for all of them.
+    server: Mutex<InferenceServer>,
+}
+
+/// One search thread sends one batch at a time: there is nothing to merge.
+const ONE_REQUEST: usize = 1;
+
+impl ServedNetwork {
+    fn new(network: Arc<dyn Evaluator>, model: &str) -> ServedNetwork {
+        let slot = EvaluatorSlot::new(network, model);
+        let server = Mutex::new(InferenceServer::spawn(slot.clone(), ONE_REQUEST));
+        ServedNetwork { slot, server }
+    }
+}
+
+impl Evaluator for ServedNetwork {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        let client = {
+            let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
+            if server.failure().is_some() {
+                *server = InferenceServer::spawn(self.slot.clone(), ONE_REQUEST);
+            }
+            server.client()
+        };
+        client.evaluate(positions)
+    }
 }
 
 struct State {
@@ -248,4 +283,35 @@ impl Loader {
 
 fn key_or_default(key: &Option<LoadKey>) -> LoadKey {
     key.clone().unwrap_or_else(|| LoadKey::from_options(&Options::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Fails its second batch only, as a passing CUDA out-of-memory would.
+    struct FailsOnce {
+        batches: AtomicUsize,
+    }
+
+    impl Evaluator for FailsOnce {
+        fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+            match self.batches.fetch_add(1, Ordering::SeqCst) {
+                1 => Err(EvalError("CUDA out of memory".into())),
+                _ => UniformEvaluator.evaluate(positions),
+            }
+        }
+    }
+
+    #[test]
+    fn a_failed_batch_costs_that_batch_and_the_next_one_is_evaluated_again() {
+        let served = ServedNetwork::new(Arc::new(FailsOnce { batches: AtomicUsize::new(0) }), "model-00000300");
+        let start = Position::startpos();
+        assert!(served.evaluate(&[&start]).is_ok());
+        let error = served.evaluate(&[&start]).unwrap_err().0;
+        assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
+        assert_eq!(served.evaluate(&[&start, &start]).unwrap().len(), 2);
+    }
 }

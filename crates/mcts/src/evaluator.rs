@@ -18,6 +18,12 @@ impl Evaluation {
     pub fn value(&self) -> f32 {
         self.wdl[0] - self.wdl[2]
     }
+
+    /// Expected score for the side to move in [0, 1]: P(win) + P(draw)/2 (the exported ONNX
+    /// `output_value`).
+    pub fn score(&self) -> f32 {
+        self.wdl[0] + 0.5 * self.wdl[1]
+    }
 }
 
 /// Why an evaluator could not judge a batch: the network failed, returned non-finite numbers, or

@@ -3,6 +3,7 @@
 //! PUCT with AlphaZero's growing exploration constant, first-play urgency reduction, Dirichlet root
 //! noise, virtual loss for batched leaves, an optional Gumbel AlphaZero root, a bounded evaluation
 //! cache, tree reuse between moves, terminal values from the rules and mate-in-one at expansion.
+//! [`InferenceServer`] batches the leaves of many searches into one evaluator call on its own thread.
 //! The crate never depends on a network library: evaluators live elsewhere. [`Rng`] is the
 //! seeded random number generator the whole workspace draws from.
 
@@ -10,6 +11,7 @@ mod cache;
 mod config;
 mod evaluator;
 mod gumbel;
+mod inference;
 mod rng;
 mod search;
 mod tree;
@@ -17,6 +19,7 @@ mod tree;
 pub use cache::{EvalCache, EVAL_CACHE_ENTRY_BYTES};
 pub use config::{RootSelection, SearchConfig};
 pub use evaluator::{check_evaluations, panic_message, EvalError, Evaluation, Evaluator, UniformEvaluator};
+pub use inference::{EvaluatorSlot, InferenceClient, InferenceServer, InferenceStats, Pending};
 pub use rng::Rng;
 pub use search::{LeafId, RootChild, Search, Selection};
 pub use tree::{EDGE_BYTES, NODE_BYTES};

@@ -35,9 +35,6 @@ pub enum Error {
     #[error("{}: cannot put the model on its device: {reason}", path.display())]
     Load { path: PathBuf, reason: String },
 
-    #[error("the inference thread has stopped")]
-    InferenceStopped,
-
     /// The forward pass failed inside libtorch (out of memory, a device error).
     #[error("forward pass failed: {0}")]
     Forward(String),

@@ -1,25 +1,18 @@
-//! Running a network: [`Network`] (one model on one device, in one precision), the
-//! [`Evaluation`] of a position (priors over its legal moves and W/D/L), and two ways to share a
-//! network between threads:
-//!
-//! - [`SharedNetwork`]: a mutex around the network; each caller encodes its own batch (outside
-//!   the lock) and runs it. Simple; batches are as large as each caller makes them.
-//! - [`InferenceServer`]: a dedicated inference thread fed by a channel. Many clients (game
-//!   threads) submit small batches; the server concatenates whatever is queued (up to
-//!   `max_batch` positions, waiting up to `max_wait` for more) into one forward pass. This is
-//!   the batching-across-games design self-play needs. Buffers travel with the requests and come
-//!   back with the replies, so the steady state allocates nothing for features or outputs.
+//! Running a network: [`Network`] (one model on one device, in one precision), its answer for a
+//! position as the search's [`Evaluation`] (priors over the legal moves and W/D/L), and
+//! [`SharedNetwork`], a mutex around the network that any number of threads call: each caller
+//! encodes its own batch (outside the lock) and runs it. Merging the small batches of many searches
+//! into large ones is the search side's inference service (`koma_mcts::InferenceServer`), which
+//! runs a `SharedNetwork` like any other evaluator.
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Mutex;
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
-use crossbeam::channel::{self, Receiver, RecvTimeoutError, Sender};
-use koma_shogi::{Move, Position};
+use koma_mcts::Evaluation;
+use koma_shogi::Position;
 use tch::{nn::VarStore, Device, Kind, Tensor};
 
 use crate::checkpoint::{self, CheckpointMeta, TrainingInfo};
@@ -86,54 +79,6 @@ impl RawOutput {
             self.policy.resize(n * MOVE_LABELS, 0.0);
             self.wdl.resize(n * VALUE_OUTPUTS, 0.0);
         }
-    }
-
-    /// Appends position `i` of `other`.
-    fn push_from(&mut self, other: &RawOutput, i: usize) {
-        let n = self.len;
-        self.set_len(n + 1);
-        self.policy[n * MOVE_LABELS..(n + 1) * MOVE_LABELS].copy_from_slice(other.policy(i));
-        self.wdl[n * VALUE_OUTPUTS..(n + 1) * VALUE_OUTPUTS]
-            .copy_from_slice(&other.wdl[i * VALUE_OUTPUTS..(i + 1) * VALUE_OUTPUTS]);
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-    }
-}
-
-/// What the network says about one position.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Evaluation {
-    /// The legal moves, in [`Position::legal_moves`] order.
-    pub moves: Vec<Move>,
-    /// Prior probability of each move (softmax over the legal moves' logits; sums to 1).
-    pub priors: Vec<f32>,
-    /// Probabilities of win, draw, loss for the side to move.
-    pub wdl: [f32; 3],
-}
-
-impl Evaluation {
-    /// Expected score for the side to move in [0, 1]: P(win) + P(draw)/2 (the exported ONNX
-    /// `output_value`).
-    pub fn score(&self) -> f32 {
-        self.wdl[0] + 0.5 * self.wdl[1]
-    }
-
-    /// Value in [-1, 1]: P(win) − P(loss).
-    pub fn value(&self) -> f32 {
-        self.wdl[0] - self.wdl[2]
-    }
-
-    /// Builds the evaluation of `pos` from its policy logits (2187) and W/D/L logits.
-    pub fn from_logits(pos: &Position, policy_logits: &[f32], wdl_logits: [f32; 3]) -> Evaluation {
-        let moves: Vec<Move> = pos.legal_moves().to_vec();
-        let us = pos.side_to_move();
-        let mut priors: Vec<f32> = moves.iter().map(|&m| policy_logits[encoding::move_label(m, us)]).collect();
-        encoding::softmax_in_place(&mut priors);
-        let mut wdl = wdl_logits;
-        encoding::softmax_in_place(&mut wdl);
-        Evaluation { moves, priors, wdl }
     }
 }
 
@@ -372,13 +317,20 @@ fn set_float_kind(vs: &mut VarStore, kind: Kind) {
     }
 }
 
-/// Evaluations of `positions` from their raw outputs (same order).
+/// Evaluations of `positions` from their raw outputs (same order): priors over the legal moves in
+/// [`Position::legal_moves`] order (softmax of their logits; they sum to 1) and W/D/L.
 pub fn evaluations<P: Borrow<Position>>(positions: &[P], out: &RawOutput) -> Vec<Evaluation> {
-    positions
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Evaluation::from_logits(p.borrow(), out.policy(i), out.wdl_logits(i)))
-        .collect()
+    positions.iter().enumerate().map(|(i, p)| from_logits(p.borrow(), out.policy(i), out.wdl_logits(i))).collect()
+}
+
+/// The evaluation of `pos` from its policy logits (2187) and W/D/L logits.
+fn from_logits(pos: &Position, policy_logits: &[f32], wdl_logits: [f32; 3]) -> Evaluation {
+    let us = pos.side_to_move();
+    let mut priors: Vec<f32> = pos.legal_moves().iter().map(|&m| policy_logits[encoding::move_label(m, us)]).collect();
+    encoding::softmax_in_place(&mut priors);
+    let mut wdl = wdl_logits;
+    encoding::softmax_in_place(&mut wdl);
+    Evaluation { priors, wdl }
 }
 
 thread_local! {
@@ -419,274 +371,11 @@ impl SharedNetwork {
     }
 }
 
-/// Settings of an [`InferenceServer`].
-#[derive(Clone, Copy, Debug)]
-pub struct ServerOptions {
-    /// Largest batch run in one forward pass (requests are never split, so one oversized
-    /// request runs alone).
-    pub max_batch: usize,
-    /// How long the server waits for more requests once it has some, before running a batch
-    /// smaller than `max_batch`. Zero: run whatever is queued right away.
-    pub max_wait: Duration,
-}
-
-impl Default for ServerOptions {
-    fn default() -> ServerOptions {
-        ServerOptions { max_batch: 256, max_wait: Duration::from_micros(500) }
-    }
-}
-
-struct Request {
-    batch: InputBatch,
-    out: RawOutput,
-    reply: Sender<Result<(InputBatch, RawOutput), String>>,
-}
-
-/// Counters of an [`InferenceServer`].
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct ServerStats {
-    pub batches: u64,
-    pub positions: u64,
-    /// Seconds spent in forward passes.
-    pub forward_seconds: f64,
-}
-
-impl ServerStats {
-    pub fn mean_batch(&self) -> f64 {
-        if self.batches == 0 {
-            0.0
-        } else {
-            self.positions as f64 / self.batches as f64
-        }
-    }
-}
-
-/// A dedicated inference thread that owns a [`Network`] and batches requests from many
-/// [`InferenceClient`]s into large forward passes.
-pub struct InferenceServer {
-    sender: Option<Sender<Request>>,
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<(Network, ServerStats)>>,
-}
-
-impl InferenceServer {
-    /// Starts the inference thread.
-    pub fn start(network: Network, options: ServerOptions) -> InferenceServer {
-        let (sender, receiver) = channel::unbounded::<Request>();
-        let (stop, stop_rx) = channel::bounded::<()>(1);
-        let thread = std::thread::Builder::new()
-            .name("koma-inference".into())
-            .spawn(move || serve(network, receiver, stop_rx, options))
-            .expect("spawning the inference thread");
-        InferenceServer { sender: Some(sender), stop: Some(stop), thread: Some(thread) }
-    }
-
-    /// A new client (each client owns reusable buffers; give each thread its own).
-    pub fn client(&self) -> InferenceClient {
-        let (reply_tx, reply_rx) = channel::bounded(1);
-        InferenceClient {
-            sender: self.sender.clone().expect("server running"),
-            reply_tx,
-            reply_rx,
-            buffers: Some((InputBatch::new(), RawOutput::new())),
-        }
-    }
-
-    /// A cloneable, `Send + Sync` handle (for an `Evaluator` shared by search threads). Each
-    /// call uses scratch buffers of the calling thread and a fresh reply channel.
-    pub fn handle(&self) -> InferenceHandle {
-        InferenceHandle { sender: self.sender.clone().expect("server running") }
-    }
-
-    /// Stops the thread (after the batch in flight) and returns the network and counters.
-    /// Clients still alive get [`Error::InferenceStopped`] from then on.
-    pub fn shutdown(mut self) -> (Network, ServerStats) {
-        self.sender.take();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        self.thread.take().expect("joined once").join().expect("the inference thread panicked")
-    }
-}
-
-impl Drop for InferenceServer {
-    fn drop(&mut self) {
-        self.sender.take();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve(
-    network: Network,
-    receiver: Receiver<Request>,
-    stop: Receiver<()>,
-    options: ServerOptions,
-) -> (Network, ServerStats) {
-    let _guard = tch::no_grad_guard();
-    let mut stats = ServerStats::default();
-    let mut batch = InputBatch::with_capacity(options.max_batch);
-    let mut out = RawOutput::new();
-    let mut pending: Vec<Request> = Vec::new();
-    loop {
-        // Block for the first request of a batch; end on a stop signal or when every sender
-        // (server and clients) is gone.
-        let first = crossbeam::select! {
-            recv(receiver) -> r => match r {
-                Ok(r) => r,
-                Err(_) => break,
-            },
-            recv(stop) -> _ => break,
-        };
-        let mut size = first.batch.len();
-        pending.push(first);
-        let deadline = Instant::now() + options.max_wait;
-        while size < options.max_batch {
-            let next = match receiver.try_recv() {
-                Ok(r) => Some(r),
-                Err(_) if options.max_wait.is_zero() => None,
-                Err(_) => match receiver.recv_deadline(deadline) {
-                    Ok(r) => Some(r),
-                    Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => None,
-                },
-            };
-            match next {
-                Some(r) => {
-                    size += r.batch.len();
-                    pending.push(r);
-                }
-                None => break,
-            }
-        }
-        batch.clear();
-        for r in &pending {
-            for i in 0..r.batch.len() {
-                let (a, b) = r.batch.get(i);
-                batch.push_encoded(a, b);
-            }
-        }
-        let start = Instant::now();
-        let result = network.forward(&batch, &mut out);
-        stats.forward_seconds += start.elapsed().as_secs_f64();
-        stats.batches += 1;
-        stats.positions += batch.len() as u64;
-        let mut offset = 0;
-        for mut r in pending.drain(..) {
-            let n = r.batch.len();
-            let reply = match &result {
-                Ok(()) => {
-                    r.out.clear();
-                    for i in 0..n {
-                        r.out.push_from(&out, offset + i);
-                    }
-                    Ok((r.batch, r.out))
-                }
-                Err(e) => Err(e.to_string()),
-            };
-            offset += n;
-            let _ = r.reply.send(reply);
-        }
-    }
-    (network, stats)
-}
-
-/// A handle to an [`InferenceServer`]: submit positions, get evaluations. `Send`, one per
-/// thread; cloning gives a new client with its own buffers.
-pub struct InferenceClient {
-    sender: Sender<Request>,
-    reply_tx: Sender<Result<(InputBatch, RawOutput), String>>,
-    reply_rx: Receiver<Result<(InputBatch, RawOutput), String>>,
-    buffers: Option<(InputBatch, RawOutput)>,
-}
-
-impl Clone for InferenceClient {
-    fn clone(&self) -> InferenceClient {
-        let (reply_tx, reply_rx) = channel::bounded(1);
-        InferenceClient {
-            sender: self.sender.clone(),
-            reply_tx,
-            reply_rx,
-            buffers: Some((InputBatch::new(), RawOutput::new())),
-        }
-    }
-}
-
-impl InferenceClient {
-    /// Evaluates positions (encoded on this thread, run in the server's next batch).
-    pub fn evaluate<P: Borrow<Position> + Sync>(&mut self, positions: &[P]) -> Result<Vec<Evaluation>> {
-        let (mut batch, out) = self.buffers.take().unwrap_or_default();
-        batch.encode(positions);
-        let out = self.run(batch, out)?;
-        let evals = evaluations(positions, &out.1);
-        self.buffers = Some(out);
-        Ok(evals)
-    }
-
-    /// Runs an already encoded batch and returns raw outputs (policy and W/D/L logits). The
-    /// buffers are moved to the server and returned.
-    pub fn run(&mut self, batch: InputBatch, out: RawOutput) -> Result<(InputBatch, RawOutput)> {
-        if batch.is_empty() {
-            let mut out = out;
-            out.clear();
-            return Ok((batch, out));
-        }
-        self.sender.send(Request { batch, out, reply: self.reply_tx.clone() }).map_err(|_| Error::InferenceStopped)?;
-        match self.reply_rx.recv() {
-            Ok(Ok(buffers)) => Ok(buffers),
-            Ok(Err(message)) => Err(Error::Unavailable(format!("inference failed: {message}"))),
-            Err(_) => Err(Error::InferenceStopped),
-        }
-    }
-}
-
-thread_local! {
-    static HANDLE_SCRATCH: RefCell<Option<(InputBatch, RawOutput)>> = const { RefCell::new(None) };
-}
-
-/// A `Send + Sync + Clone` way into an [`InferenceServer`]; see [`InferenceServer::handle`].
-#[derive(Clone)]
-pub struct InferenceHandle {
-    sender: Sender<Request>,
-}
-
-impl InferenceHandle {
-    /// Evaluates positions (encoded on this thread, run in the server's next batch).
-    pub fn evaluate<P: Borrow<Position> + Sync>(&self, positions: &[P]) -> Result<Vec<Evaluation>> {
-        let (mut batch, out) = HANDLE_SCRATCH.with(|s| s.borrow_mut().take()).unwrap_or_default();
-        batch.encode(positions);
-        let (batch, out) = self.run(batch, out)?;
-        let evals = evaluations(positions, &out);
-        HANDLE_SCRATCH.with(|s| *s.borrow_mut() = Some((batch, out)));
-        Ok(evals)
-    }
-
-    /// Runs an encoded batch; see [`InferenceClient::run`].
-    pub fn run(&self, batch: InputBatch, mut out: RawOutput) -> Result<(InputBatch, RawOutput)> {
-        if batch.is_empty() {
-            out.clear();
-            return Ok((batch, out));
-        }
-        let (reply, replies) = channel::bounded(1);
-        self.sender.send(Request { batch, out, reply }).map_err(|_| Error::InferenceStopped)?;
-        match replies.recv() {
-            Ok(Ok(buffers)) => Ok(buffers),
-            Ok(Err(message)) => Err(Error::Unavailable(format!("inference failed: {message}"))),
-            Err(_) => Err(Error::InferenceStopped),
-        }
-    }
-}
-
 /// Compile-time check of the thread-safety promises.
 #[allow(dead_code)]
 fn assert_thread_safety() {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>() {}
     send_sync::<SharedNetwork>();
-    send_sync::<InferenceHandle>();
-    send::<InferenceClient>();
     send::<Network>();
 }

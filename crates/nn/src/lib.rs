@@ -6,8 +6,8 @@
 //! - [`model`]: the residual network in tch ([`Net`]).
 //! - [`checkpoint`]: `model-STEP.safetensors` + JSON sidecar, verified on load.
 //! - [`device`]: `cpu|cuda|cuda:N|auto`, precision (f32/f16/bf16), CPU threads.
-//! - [`inference`]: [`Network`] and batched evaluation from many threads ([`SharedNetwork`],
-//!   [`InferenceServer`]).
+//! - [`inference`]: [`Network`], its evaluations (`koma_mcts::Evaluation`), and [`SharedNetwork`]
+//!   for many threads (the search side's inference service merges their batches).
 //!
 //! docs/nn.md describes the encoding, the architecture and the checkpoint format.
 
@@ -26,8 +26,5 @@ pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
 pub use device::{DeviceSpec, Precision, RunOptions};
 pub use encoding::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 pub use error::{Error, Result};
-pub use inference::{
-    Evaluation, InferenceClient, InferenceHandle, InferenceServer, Network, RawOutput, ServerOptions, ServerStats,
-    SharedNetwork,
-};
+pub use inference::{Network, RawOutput, SharedNetwork};
 pub use model::Net;

@@ -3,15 +3,13 @@
 //! gatekeeper and the end-of-run report.
 
 use std::path::Path;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use koma_arena::matches::PlayerFactory;
 use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
-use koma_mcts::{EvalError, Evaluation, Evaluator};
+use koma_mcts::{Evaluator, EvaluatorSlot, InferenceServer};
 use koma_nn::{Network, RunOptions, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, InferenceClient, InferenceServer};
 use koma_shogi::rules::GameRules;
-use koma_shogi::Position;
 
 use crate::error::Result;
 
@@ -81,29 +79,11 @@ pub fn checkpoint_factory(
     let network = Network::load(path, options)?;
     let label = checkpoint_player_name(path, budget);
     let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
-    let server = Arc::new(InferenceServer::spawn(slot, 1024));
+    let server = InferenceServer::spawn(slot, 1024);
     Ok(Arc::new(move |seed| {
-        let evaluator: Arc<dyn Evaluator> =
-            Arc::new(ServerClient { client: server.client(), server: Arc::downgrade(&server) });
+        let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());
         Ok(Box::new(MctsPlayer::with_budget(&label, evaluator, budget, SEARCH_BATCH, rules, seed)) as Box<dyn Player>)
     }))
-}
-
-/// An inference client that reports why its server stopped, when the server recorded it, in
-/// place of its own "the inference thread has stopped": the match keeps the first error that
-/// reaches it, and that should name the cause.
-struct ServerClient {
-    client: InferenceClient,
-    /// Weak: the server's drop waits for every client to be gone.
-    server: Weak<InferenceServer>,
-}
-
-impl Evaluator for ServerClient {
-    fn evaluate(&self, positions: &[&Position]) -> std::result::Result<Vec<Evaluation>, EvalError> {
-        self.client
-            .evaluate(positions)
-            .map_err(|error| self.server.upgrade().and_then(|server| server.failure()).unwrap_or(error))
-    }
 }
 
 #[cfg(test)]
@@ -118,40 +98,5 @@ mod tests {
         assert!(split_budget("m@fast", 50).unwrap_err().contains("fast"));
         assert!(reference_factory("greedy", 8, GameRules::default()).is_ok());
         assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
-    }
-
-    /// Fails the first batch once `release` says so, after saying on `entered` that it has it.
-    struct FailsWhenReleased {
-        entered: crossbeam::channel::Sender<()>,
-        release: crossbeam::channel::Receiver<()>,
-    }
-
-    impl Evaluator for FailsWhenReleased {
-        fn evaluate(&self, _: &[&Position]) -> std::result::Result<Vec<Evaluation>, EvalError> {
-            let _ = self.entered.send(());
-            let _ = self.release.recv();
-            Err(EvalError("CUDA out of memory".into()))
-        }
-    }
-
-    #[test]
-    fn a_request_queued_behind_a_failing_batch_gets_the_cause_not_just_stopped() {
-        let (entered, has_batch) = crossbeam::channel::unbounded();
-        let (release, released) = crossbeam::channel::unbounded();
-        let slot = EvaluatorSlot::new(Arc::new(FailsWhenReleased { entered, release: released }), "model-00000300");
-        let server = Arc::new(InferenceServer::spawn(slot, 1));
-        let ask = |server: &Arc<InferenceServer>| {
-            let client = ServerClient { client: server.client(), server: Arc::downgrade(server) };
-            std::thread::spawn(move || client.evaluate(&[&Position::startpos()]).map(|_| ()))
-        };
-        let in_batch = ask(&server);
-        has_batch.recv().unwrap();
-        let queued = ask(&server);
-        std::thread::sleep(std::time::Duration::from_millis(100));
-        release.send(()).unwrap();
-        for answer in [in_batch, queued] {
-            let error = answer.join().unwrap().unwrap_err().0;
-            assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
-        }
     }
 }

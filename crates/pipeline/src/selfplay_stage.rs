@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
+use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
+use koma_selfplay::{RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
 
 use crate::config::{opening_suite_text, PipelineConfig};
 use crate::error::{PipelineError, Result};

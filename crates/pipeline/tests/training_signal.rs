@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use koma_data::GameSamples;
-use koma_mcts::{EvalError, Evaluation, Evaluator, RootSelection};
+use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, RootSelection};
 use koma_pipeline::PipelineConfig;
-use koma_selfplay::{run, EvaluatorSlot, SelfPlayConfig, StartPositions};
+use koma_selfplay::{run, SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
 
 /// Priors and values from the position's hash: deterministic, uneven, the same every run.

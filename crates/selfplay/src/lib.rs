@@ -1,13 +1,12 @@
 //! koma-selfplay: self-play games for training data.
 //!
 //! `workers` threads each run `games_per_worker` games in two alternating groups; their leaves go
-//! in batches to one inference thread that owns the (swappable) evaluator; finished games go to
-//! a channel (usually a `koma_data::ShardWriter`), optionally through a [`RecordWriter`] tee that
-//! also saves each game as a KIF or CSA record.
+//! in batches to one inference thread (koma-mcts's `InferenceServer`) that owns the (swappable)
+//! evaluator; finished games go to a channel (usually a `koma_data::ShardWriter`), optionally
+//! through a [`RecordWriter`] tee that also saves each game as a KIF or CSA record.
 
 mod config;
 mod game;
-mod inference;
 mod openings;
 mod records;
 mod stats;
@@ -19,9 +18,9 @@ use std::time::Duration;
 
 use crossbeam::channel::Sender;
 use koma_data::GameSamples;
+use koma_mcts::{EvaluatorSlot, InferenceServer, InferenceStats};
 
 pub use config::SelfPlayConfig;
-pub use inference::{EvaluatorSlot, InferenceClient, InferenceServer, InferenceStats};
 pub use openings::StartPositions;
 pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWriter};
 pub use stats::SelfPlayStats;
@@ -92,7 +91,7 @@ pub fn run(
         for (w, handle) in handles.into_iter().enumerate() {
             let error = match handle.join() {
                 Ok(Ok(())) => continue,
-                Ok(Err(worker::WorkerError::Inference(e))) => format!("inference: {}", server.failure().unwrap_or(e)),
+                Ok(Err(worker::WorkerError::Inference(e))) => format!("inference: {e}"),
                 Ok(Err(worker::WorkerError::SinkClosed)) => {
                     "the shard writer stopped taking games (it failed; its error says why)".into()
                 }

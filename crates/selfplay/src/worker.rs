@@ -5,15 +5,14 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crossbeam::channel::{Receiver, Sender};
+use crossbeam::channel::Sender;
 use koma_data::GameSamples;
-use koma_mcts::{EvalError, LeafId, Rng};
+use koma_mcts::{EvalError, EvaluatorSlot, InferenceClient, LeafId, Pending, Rng};
 use koma_shogi::rules::GameRules;
 use rand::SeedableRng;
 
 use crate::config::SelfPlayConfig;
 use crate::game::{Finished, Game};
-use crate::inference::{receive, Answer, EvaluatorSlot, InferenceClient};
 use crate::openings::StartPositions;
 use crate::stats::SelfPlayStats;
 
@@ -49,7 +48,7 @@ impl Shared {
     }
 }
 
-type InFlight = (Receiver<Answer>, Vec<(usize, LeafId)>);
+type InFlight = (Pending, Vec<(usize, LeafId)>);
 
 /// Why a worker stopped before its games were done.
 pub(crate) enum WorkerError {
@@ -98,7 +97,7 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), Worke
         let mut active = false;
         for g in 0..2 {
             if let Some((answer, owners)) = in_flight[g].take() {
-                let evaluations = receive(&answer).map_err(WorkerError::Inference)?;
+                let evaluations = client.receive(answer).map_err(WorkerError::Inference)?;
                 for (&(game, leaf), e) in owners.iter().zip(&evaluations) {
                     if let Some(game) = groups[g][game].as_mut() {
                         game.complete(leaf, e);

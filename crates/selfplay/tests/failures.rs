@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use koma_mcts::{EvalError, Evaluation, Evaluator, UniformEvaluator};
-use koma_selfplay::{run, EvaluatorSlot, SelfPlayConfig, StartPositions};
+use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, UniformEvaluator};
+use koma_selfplay::{run, SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
 
 /// Answers like [`UniformEvaluator`] until call `fail_at`, then fails as `how` says.

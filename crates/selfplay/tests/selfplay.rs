@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use koma_data::{flags, GameSamples};
-use koma_mcts::UniformEvaluator;
-use koma_selfplay::{run, EvaluatorSlot, SelfPlayConfig, StartPositions};
+use koma_mcts::{EvaluatorSlot, UniformEvaluator};
+use koma_selfplay::{run, SelfPlayConfig, StartPositions};
 use koma_shogi::rules::Repetition;
 use koma_shogi::{EndReason, Position, Status};
 

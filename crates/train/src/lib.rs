@@ -36,4 +36,4 @@ pub use error::{Result, TrainError};
 pub use loader::{WaitInfo, WaitReason, WindowInfo};
 pub use metrics::{MetricsRecord, StepStats};
 pub use run::{train, Progress, ResumeMode, RunPaths, TrainOptions, TrainSummary};
-pub use trainer::{evaluate, Evaluation, Mode, ModelInit, Trainer};
+pub use trainer::{batch_metrics, BatchMetrics, Mode, ModelInit, Trainer};

@@ -603,9 +603,9 @@ impl Trainer {
 }
 
 /// Loss and agreement of a network on a batch, in inference mode (batch-norm running
-/// statistics, no gradients): for evaluating a trained net against its targets.
+/// statistics, no gradients): for measuring a trained net against its targets.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Evaluation {
+pub struct BatchMetrics {
     pub policy_loss: f64,
     pub value_loss: f64,
     pub policy_top1: f64,
@@ -616,7 +616,7 @@ pub struct Evaluation {
     pub reply_top1: Option<f64>,
 }
 
-pub fn evaluate(network: &Network, batch: &HostBatch, loss: &crate::config::LossConfig) -> Evaluation {
+pub fn batch_metrics(network: &Network, batch: &HostBatch, loss: &crate::config::LossConfig) -> BatchMetrics {
     let _guard = tch::no_grad_guard();
     let b = batch.to_device(network.device());
     let in1 = b.input1.to_device(network.device()).to_kind(network.kind());
@@ -624,7 +624,7 @@ pub fn evaluate(network: &Network, batch: &HostBatch, loss: &crate::config::Loss
     let (p, v, r) = network.net().forward_with_reply_t(&in1, &in2, false);
     let r = r.filter(|_| b.reply.is_some()).map(|r| r.to_kind(Kind::Float));
     let l = losses(&p.to_kind(Kind::Float), &v.to_kind(Kind::Float), r.as_ref(), &b, loss);
-    Evaluation {
+    BatchMetrics {
         policy_loss: l.policy.double_value(&[]),
         value_loss: l.value.double_value(&[]),
         policy_top1: l.policy_top1.double_value(&[]),

@@ -12,7 +12,7 @@ use koma_nn::{ModelConfig, Network, Precision, RunOptions};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
 use koma_train::{
-    evaluate, train, HostBatch, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainError, TrainOptions,
+    batch_metrics, train, HostBatch, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainError, TrainOptions,
     WaitReason, WindowConfig,
 };
 
@@ -116,8 +116,8 @@ fn loss_falls_and_policy_learns_the_targets() {
         samples.extend(ShardReader::open(&e.unwrap().path()).unwrap().read_all().unwrap());
     }
     let batch = HostBatch::from_samples(&samples, &config.loss);
-    let before = evaluate(&init, &batch, &config.loss);
-    let after = evaluate(
+    let before = batch_metrics(&init, &batch, &config.loss);
+    let after = batch_metrics(
         &Network::load(summary.last_checkpoint.as_ref().unwrap(), &RunOptions::cpu()).unwrap(),
         &batch,
         &config.loss,

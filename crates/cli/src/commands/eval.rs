@@ -4,8 +4,9 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use koma_mcts::Evaluation;
 use koma_nn::encoding::{self, InputBatch};
-use koma_nn::inference::{Evaluation, RawOutput};
+use koma_nn::inference::RawOutput;
 use koma_nn::Network;
 use koma_shogi::usi::parse_position;
 use koma_shogi::Position;
@@ -68,7 +69,9 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     for (i, (pos, e)) in positions.iter().zip(&evals).enumerate() {
-        let mut order: Vec<usize> = (0..e.moves.len()).collect();
+        // The priors are in legal-move order.
+        let legal = pos.legal_moves();
+        let mut order: Vec<usize> = (0..legal.len()).collect();
         order.sort_by(|&a, &b| e.priors[b].total_cmp(&e.priors[a]));
         if args.top > 0 {
             order.truncate(args.top);
@@ -78,9 +81,9 @@ pub fn run(args: Args) -> Result<()> {
                 .iter()
                 .map(|&k| {
                     json!({
-                        "move": e.moves[k].to_usi(),
+                        "move": legal[k].to_usi(),
                         "prior": e.priors[k],
-                        "label": encoding::move_label(e.moves[k], pos.side_to_move()),
+                        "label": encoding::move_label(legal[k], pos.side_to_move()),
                     })
                 })
                 .collect();
@@ -88,7 +91,7 @@ pub fn run(args: Args) -> Result<()> {
                 "sfen": pos.to_sfen(),
                 "wdl": e.wdl,
                 "score": e.score(),
-                "legal_moves": e.moves.len(),
+                "legal_moves": legal.len(),
                 "moves": moves,
             });
             if args.raw {
@@ -105,10 +108,10 @@ pub fn run(args: Args) -> Result<()> {
                 e.wdl[1],
                 e.wdl[2],
                 e.score(),
-                e.moves.len()
+                legal.len()
             );
             for (rank, &k) in order.iter().enumerate() {
-                println!("{:>4}. {:<6} {:.4}", rank + 1, e.moves[k].to_usi(), e.priors[k]);
+                println!("{:>4}. {:<6} {:.4}", rank + 1, legal[k].to_usi(), e.priors[k]);
             }
         }
     }

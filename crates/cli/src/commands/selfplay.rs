@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_data::ShardWriter;
+use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, SelfPlayConfig, StartPositions};
+use koma_selfplay::{SelfPlayConfig, StartPositions};
 
 use super::nn_args::RunArgs;
 

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use koma_mcts::EvaluatorSlot;
 use koma_nn::{InputBatch, ModelConfig, Network, SharedNetwork};
-use koma_selfplay::{EvaluatorSlot, SelfPlayConfig, StartPositions};
+use koma_selfplay::{SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
 use serde_json::json;
 

@@ -1,11 +1,14 @@
-//! The inference thread: it owns the evaluator, merges the requests of all workers into batches
-//! of up to `max_batch` positions, and answers each worker on its own channel. Workers keep
-//! searching their other group of games while a request is out, so CPU search and network
-//! compute overlap. The evaluator can be swapped between batches (a new model in the pipeline).
+//! The inference service: one thread owns the evaluator, merges the requests of many searches
+//! (self-play workers, arena games, the engine) into batches of up to `max_batch` positions, and
+//! answers each caller on its own channel. Batching leaves is the search's business, so it lives
+//! here and works with any [`Evaluator`]; a network is one evaluator among others. A caller may
+//! keep searching while its request is out (self-play's workers search their other group of games),
+//! so CPU search and network compute overlap. The evaluator can be swapped between batches (a new
+//! model in the pipeline).
 //!
 //! An evaluator that fails (an error, non-finite numbers, a panic inside libtorch) stops the
-//! service: every waiting request gets the error, later ones find the channel closed, and
-//! [`InferenceServer::failure`] keeps the cause for the run to report.
+//! service: every waiting request gets the error, and so does every later one (its client finds
+//! the cause recorded), and [`InferenceServer::failure`] keeps it for the run to report.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,8 +17,9 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use crossbeam::channel::{unbounded, Receiver, Sender};
-use koma_mcts::{check_evaluations, EvalError, Evaluation, Evaluator};
 use koma_shogi::Position;
+
+use crate::evaluator::{check_evaluations, EvalError, Evaluation, Evaluator};
 
 /// The evaluator in use and the name of its model (recorded with each game).
 pub struct EvaluatorSlot {
@@ -39,11 +43,18 @@ impl EvaluatorSlot {
 }
 
 /// An answer of the service: the evaluations of a request, or why there are none.
-pub type Answer = Result<Vec<Evaluation>, EvalError>;
+type Answer = Result<Vec<Evaluation>, EvalError>;
 
 struct Request {
     positions: Vec<Position>,
     reply: Sender<Answer>,
+}
+
+/// Why the service stopped on its own, once it has; shared by the server and its clients.
+type Failure = Arc<Mutex<Option<EvalError>>>;
+
+fn recorded(failure: &Failure) -> Option<EvalError> {
+    failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
 }
 
 /// Counters of the inference thread.
@@ -55,31 +66,41 @@ pub struct InferenceStats {
     pub busy_ns: AtomicU64,
 }
 
+/// The inference thread. Dropping the server waits for the thread, which ends once every client
+/// is gone too.
 pub struct InferenceServer {
     sender: Option<Sender<Request>>,
     handle: Option<JoinHandle<()>>,
     stats: Arc<InferenceStats>,
-    failure: Arc<Mutex<Option<EvalError>>>,
+    failure: Failure,
 }
 
+/// A way into the service, for any number of threads (`Clone`, `Sync`).
 #[derive(Clone)]
 pub struct InferenceClient {
     sender: Sender<Request>,
+    failure: Failure,
 }
+
+/// A request on its way through the service; [`InferenceClient::receive`] waits for its answer.
+pub struct Pending(Receiver<Answer>);
 
 impl InferenceClient {
-    /// Sends positions for evaluation; the answer arrives on the returned channel (a closed
-    /// channel: the service has stopped, see [`InferenceServer::failure`]).
-    pub fn submit(&self, positions: Vec<Position>) -> Receiver<Answer> {
+    /// Sends positions for evaluation and returns at once.
+    pub fn submit(&self, positions: Vec<Position>) -> Pending {
         let (reply, answer) = unbounded();
         let _ = self.sender.send(Request { positions, reply });
-        answer
+        Pending(answer)
     }
-}
 
-/// Waits for an answer; a closed channel is the service having stopped.
-pub fn receive(answer: &Receiver<Answer>) -> Answer {
-    answer.recv().unwrap_or_else(|_| Err(EvalError("the inference thread has stopped".into())))
+    /// Waits for the answer to a request. A service that stopped answers with its recorded cause
+    /// (the model's error, not just "stopped"): a caller keeps the first error that reaches it,
+    /// and that should say why.
+    pub fn receive(&self, pending: Pending) -> Result<Vec<Evaluation>, EvalError> {
+        pending.0.recv().unwrap_or_else(|_| {
+            Err(recorded(&self.failure).unwrap_or_else(|| EvalError("the inference thread has stopped".into())))
+        })
+    }
 }
 
 /// A client is itself an evaluator: several players (arena games, search threads) that share one
@@ -87,7 +108,7 @@ pub fn receive(answer: &Receiver<Answer>) -> Answer {
 impl Evaluator for InferenceClient {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let owned: Vec<Position> = positions.iter().map(|p| p.without_history()).collect();
-        receive(&self.submit(owned))
+        self.receive(self.submit(owned))
     }
 }
 
@@ -95,7 +116,7 @@ impl InferenceServer {
     pub fn spawn(slot: Arc<EvaluatorSlot>, max_batch: usize) -> InferenceServer {
         let (sender, receiver) = unbounded::<Request>();
         let stats = Arc::new(InferenceStats::default());
-        let failure = Arc::new(Mutex::new(None));
+        let failure = Failure::default();
         let (thread_stats, thread_failure) = (stats.clone(), failure.clone());
         let handle = std::thread::Builder::new()
             .name("koma-inference".into())
@@ -105,7 +126,7 @@ impl InferenceServer {
                     *thread_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
                 // Only now are the requests still queued dropped, so their clients, told that the
-                // service stopped, find the cause in `failure()`.
+                // service stopped, find the cause recorded.
                 drop(receiver);
             })
             .expect("spawning the inference thread");
@@ -114,11 +135,11 @@ impl InferenceServer {
 
     /// Why the service stopped on its own, if it did.
     pub fn failure(&self) -> Option<EvalError> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        recorded(&self.failure)
     }
 
     pub fn client(&self) -> InferenceClient {
-        InferenceClient { sender: self.sender.clone().expect("server running") }
+        InferenceClient { sender: self.sender.clone().expect("server running"), failure: self.failure.clone() }
     }
 
     pub fn stats(&self) -> &Arc<InferenceStats> {

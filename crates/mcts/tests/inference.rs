@@ -1,12 +1,13 @@
 //! The inference thread merges concurrent requests (from self-play workers or arena games) into
-//! one batch, and answers each caller with its own evaluations in order.
+//! one batch, answers each caller with its own evaluations in order, and, once a batch failed,
+//! answers every caller with the failure's cause.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use koma_mcts::{EvalError, Evaluation, Evaluator};
-use koma_selfplay::{EvaluatorSlot, InferenceServer};
+use crossbeam::channel::{unbounded, Receiver, Sender};
+use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceServer};
 use koma_shogi::Position;
 
 /// Slow enough that requests queue up while a batch runs; the value encodes the move number.
@@ -47,4 +48,39 @@ fn concurrent_requests_share_batches() {
     let batches = server.stats().batches.load(Ordering::Relaxed);
     assert_eq!(server.stats().positions.load(Ordering::Relaxed), 16);
     assert!(batches < 8, "8 concurrent requests ran as {batches} batches");
+}
+
+/// Fails the first batch once `release` says so, after saying on `entered` that it has it.
+struct FailsWhenReleased {
+    entered: Sender<()>,
+    release: Receiver<()>,
+}
+
+impl Evaluator for FailsWhenReleased {
+    fn evaluate(&self, _: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        let _ = self.entered.send(());
+        let _ = self.release.recv();
+        Err(EvalError("CUDA out of memory".into()))
+    }
+}
+
+#[test]
+fn a_request_queued_behind_a_failing_batch_gets_the_cause_not_just_stopped() {
+    let (entered, has_batch) = unbounded();
+    let (release, released) = unbounded();
+    let slot = EvaluatorSlot::new(Arc::new(FailsWhenReleased { entered, release: released }), "model-00000300");
+    let server = InferenceServer::spawn(slot, 1);
+    let ask = |server: &InferenceServer| {
+        let client = server.client();
+        std::thread::spawn(move || client.evaluate(&[&Position::startpos()]).map(|_| ()))
+    };
+    let in_batch = ask(&server);
+    has_batch.recv().unwrap();
+    let queued = ask(&server);
+    std::thread::sleep(Duration::from_millis(100));
+    release.send(()).unwrap();
+    for answer in [in_batch, queued] {
+        let error = answer.join().unwrap().unwrap_err().0;
+        assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
+    }
 }
