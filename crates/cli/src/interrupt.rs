@@ -1,8 +1,10 @@
 //! Ctrl-C (and SIGTERM): the first one sets a stop flag that long-running commands poll, so they
 //! finish cleanly (checkpoint written, shards flushed); a second one exits at once. SIGXFSZ:
 //! ignored, so that a file-size limit makes a write fail like a full disk does. SIGPIPE: the
-//! default (exit quietly) for commands that write only to their own output.
+//! default (exit quietly) for the short report commands and `usi`
+//! ([`crate::commands::Command::exits_quietly_on_closed_output`]).
 
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -14,11 +16,13 @@ pub fn stop_flag() -> Arc<AtomicBool> {
         let flag = Arc::new(AtomicBool::new(false));
         let handler_flag = flag.clone();
         let installed = ctrlc::set_handler(move || {
+            // Written, not `eprintln!`: stderr may be a pipe that Ctrl-C closed too (`| tee`), and
+            // the clean stop must not die of a failed message.
             if handler_flag.swap(true, Ordering::SeqCst) {
-                eprintln!("\nkoma: interrupted again, exiting now");
+                let _ = writeln!(std::io::stderr(), "\nkoma: interrupted again, exiting now");
                 std::process::exit(130);
             }
-            eprintln!("\nkoma: stopping cleanly (Ctrl-C again to exit at once)…");
+            let _ = writeln!(std::io::stderr(), "\nkoma: stopping cleanly (Ctrl-C again to exit at once)…");
         });
         if let Err(e) = installed {
             tracing::warn!("cannot install the Ctrl-C handler: {e}");
@@ -41,8 +45,7 @@ pub fn ignore_file_size_signal() {
 
 /// Restores SIGPIPE's default action, which Rust's runtime sets to ignored: `koma … | head` then
 /// ends quietly when `head` closes the pipe, as Unix tools do, instead of panicking in `println!`.
-/// Not for commands that write to child processes (the arena's USI engines): there a dead
-/// engine's pipe must be an error the match handles (a forfeit), not the end of koma.
+/// Only for the commands [`crate::commands::Command::exits_quietly_on_closed_output`] names.
 pub fn exit_quietly_on_closed_output() {
     // SAFETY: as above: a disposition, no handler code, set once before other threads exist.
     unsafe {

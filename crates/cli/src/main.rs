@@ -27,7 +27,7 @@ struct Cli {
 fn main() -> ExitCode {
     interrupt::ignore_file_size_signal();
     let cli = Cli::parse();
-    if !cli.command.writes_to_child_processes() {
+    if cli.command.exits_quietly_on_closed_output() {
         interrupt::exit_quietly_on_closed_output();
     }
     logging::init(cli.verbose);

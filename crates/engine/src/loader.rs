@@ -125,7 +125,7 @@ impl Evaluator for ServedNetwork {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let client = {
             let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
-            if server.failure().is_some() {
+            if !server.is_serving() {
                 *server = InferenceServer::spawn(self.slot.clone(), ONE_REQUEST);
             }
             server.client()

@@ -121,9 +121,8 @@ impl InferenceServer {
         let handle = std::thread::Builder::new()
             .name("koma-inference".into())
             .spawn(move || {
-                if let Err(e) = serve(&receiver, slot, max_batch.max(1), &thread_stats) {
+                if let Err(e) = serve(&receiver, slot, max_batch.max(1), &thread_stats, &thread_failure) {
                     tracing::error!("inference stopped: {e}");
-                    *thread_failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
                 }
                 // Only now are the requests still queued dropped, so their clients, told that the
                 // service stopped, find the cause recorded.
@@ -133,9 +132,15 @@ impl InferenceServer {
         InferenceServer { sender: Some(sender), handle: Some(handle), stats, failure }
     }
 
-    /// Why the service stopped on its own, if it did.
+    /// Why the service stopped on its own, if it did. Recorded before the failed batch is
+    /// answered, so a caller that got the error sees it here.
     pub fn failure(&self) -> Option<EvalError> {
         recorded(&self.failure)
+    }
+
+    /// Whether the service can still answer: no failure recorded and its thread alive.
+    pub fn is_serving(&self) -> bool {
+        self.failure().is_none() && self.handle.as_ref().is_some_and(|h| !h.is_finished())
     }
 
     pub fn client(&self) -> InferenceClient {
@@ -161,6 +166,7 @@ fn serve(
     slot: Arc<EvaluatorSlot>,
     max_batch: usize,
     stats: &InferenceStats,
+    failure: &Failure,
 ) -> Result<(), EvalError> {
     while let Ok(first) = receiver.recv() {
         let mut requests = vec![first];
@@ -182,6 +188,8 @@ fn serve(
         let evaluations = match answer {
             Ok(evaluations) => evaluations,
             Err(e) => {
+                // Recorded first: a client that gets the error and looks finds the service stopped.
+                *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
                 for r in requests {
                     let _ = r.reply.send(Err(e.clone()));
                 }

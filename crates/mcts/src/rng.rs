@@ -2,7 +2,9 @@
 //! xoshiro256** from `rand_xoshiro`, seeded through SplitMix64 by `SeedableRng::seed_from_u64`, so
 //! a seed reproduces a run exactly. Its whole state is four words, serialisable (serde) so that
 //! the trainer's `--resume` continues the same stream. Algorithm and seeding are those of the
-//! generator koma once wrote by hand, so training states saved by it resume the same stream.
+//! generator koma once wrote by hand, so training states saved by it still load and continue its
+//! stream of numbers; the batches drawn from it differ from the old binary's (rand maps numbers
+//! to indices its own way), and stay exact on resume from here on.
 //! Numbers are drawn through `rand::RngExt` and `rand_distr`; this file only adds the two root
 //! noises search needs.
 

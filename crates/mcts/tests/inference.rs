@@ -84,3 +84,25 @@ fn a_request_queued_behind_a_failing_batch_gets_the_cause_not_just_stopped() {
         assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
     }
 }
+
+struct AlwaysFails;
+
+impl Evaluator for AlwaysFails {
+    fn evaluate(&self, _: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        Err(EvalError("CUDA out of memory".into()))
+    }
+}
+
+/// The failure is recorded before the failed batch is answered: whoever got the error finds the
+/// service stopped at once (the USI engine restarts its service on exactly that), every time.
+#[test]
+fn a_caller_that_got_the_error_finds_the_service_stopped() {
+    for _ in 0..200 {
+        let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(AlwaysFails), "model-7"), 1);
+        assert!(server.is_serving());
+        let error = server.client().evaluate(&[&Position::startpos()]).unwrap_err();
+        assert!(error.0.contains("CUDA out of memory"), "{error}");
+        assert!(!server.is_serving(), "the error arrived before the service recorded it");
+        assert_eq!(server.failure(), Some(error));
+    }
+}

@@ -195,6 +195,7 @@ impl<'a> Sections<'a> {
                 let tagged = sub_forms.iter().any(|f| tag_of(f).is_some());
                 let default = match field.get("default") {
                     _ if required.contains(&field_name.as_str()) => "*required*".to_string(),
+                    Some(Value::Null) => "unset".into(),
                     Some(d) if sub_forms.is_empty() || tagged => toml_literal(d, field),
                     Some(_) => "see the table".to_string(),
                     // serde's default of a bool left out of the JSON when false.

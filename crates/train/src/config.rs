@@ -24,12 +24,14 @@ pub struct TrainConfig {
     pub log_every: u64,
     /// Seeds the batch sampler and libtorch (initial weights of a preset network).
     pub seed: u64,
-    /// `auto`, `cpu`, `cuda` or `cuda:N`.
+    /// `auto`, `cpu`, `cuda` or `cuda:N`. `koma train` only: a run config sets it in `[run]`
+    /// (here it is refused).
     pub device: String,
     /// `auto` (f16 autocast on CUDA, f32 on the CPU), `f32`, `f16` (autocast with dynamic loss
     /// scaling) or `bf16` (bf16 compute copy, f32 master weights). Half precision is CUDA-only.
     pub precision: Precision,
-    /// libtorch intra-op threads (process-wide; default: libtorch's choice).
+    /// libtorch intra-op threads (process-wide; default: libtorch's choice). `koma train` only: a
+    /// run config sets it in `[run]` (here it is refused).
     pub threads: Option<usize>,
     /// Layout of the activations: `auto` (channels-last on the CPU, contiguous on CUDA),
     /// `channels_last` or `contiguous`. Weights and checkpoints keep the standard layout.

@@ -72,11 +72,21 @@ pub enum Command {
 }
 
 impl Command {
-    /// Whether the command writes to other programs over pipes (the arena's USI engines, the
-    /// reference implementations `bench` feeds), where a closed pipe is an error to handle rather
-    /// than the end of the process.
-    pub fn writes_to_child_processes(&self) -> bool {
-        matches!(self, Command::Arena(_) | Command::Bench(_))
+    /// Whether a closed output may simply end the command (SIGPIPE's default), as for Unix tools
+    /// in a pipeline (`koma data stats … | head`): the short commands that print a report, and
+    /// `usi`, whose output is the GUI. Not the long runs: with `2>&1 | tee log`, Ctrl-C also
+    /// stops `tee`, and the run must still stop cleanly; nor the arena and bench, which write to
+    /// engines and reference programs whose death must be an error they handle.
+    pub fn exits_quietly_on_closed_output(&self) -> bool {
+        !matches!(
+            self,
+            Command::Pipeline(_)
+                | Command::Experiment(_)
+                | Command::Train(_)
+                | Command::Selfplay(_)
+                | Command::Arena(_)
+                | Command::Bench(_)
+        )
     }
 
     pub fn run(self) -> anyhow::Result<()> {
