@@ -528,12 +528,9 @@ impl Job {
             MateResult::NoMate => "checkmate nomate".to_string(),
             MateResult::Aborted => "checkmate timeout".to_string(),
         };
-        // Like bestmove after `go infinite`, the answer to `go mate infinite` waits for `stop`.
-        if limit == MateLimit::Infinite {
-            while !self.stopped() {
-                std::thread::sleep(Duration::from_millis(2));
-            }
-        }
+        // Unlike `bestmove` after `go infinite`, the answer to `go mate infinite` comes as soon as
+        // the search ends: GUIs (Shogidokoro, ShogiHome) send it for tsume with no time limit and
+        // wait for `checkmate`; `stop` ends the search early with `checkmate timeout`.
         self.say(&text);
     }
 }

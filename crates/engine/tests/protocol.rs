@@ -373,12 +373,17 @@ fn go_mate_answers_checkmate_lines() {
     let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
     assert!(line == "checkmate timeout" || line == "checkmate nomate", "{line}");
     assert!(t.elapsed() < Duration::from_millis(900), "{:?}", t.elapsed());
-    // go mate infinite answers after stop.
+    // go mate infinite: stop ends the search with a timeout...
     e.send("go mate infinite");
     std::thread::sleep(Duration::from_millis(300));
     e.send("stop");
     let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
-    assert!(line.starts_with("checkmate"), "{line}");
+    assert!(line == "checkmate timeout" || line == "checkmate nomate", "{line}");
+    // ...and a mate found answers at once, without waiting for stop (GUIs wait for `checkmate`).
+    e.send(&format!("position sfen {mate3}"));
+    e.send("go mate infinite");
+    let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
+    assert_eq!(line.split_whitespace().count(), 4, "{line}");
 }
 
 /// Black always loses (from either side's point of view): a hopeless position for Black.
