@@ -20,8 +20,12 @@ use koma_shogi::{Move, Position};
 pub enum MateResult {
     /// The side to move mates: the full line, attacker's and defender's moves, ending in mate.
     Mate(Vec<Move>),
-    /// No mate within the depth (every line searched to the end).
+    /// Proven: no sequence of checks mates, however long (the search met no depth limit and no
+    /// repetition on the way).
     NoMate,
+    /// No mate within the depth, but longer lines were cut (or a repetition was met): unknown
+    /// beyond it.
+    NoMateWithin,
     /// Stopped by the deadline, the node budget or the stop flag before an answer.
     Aborted,
 }
@@ -35,13 +39,19 @@ pub struct MateSearch<'a> {
     stop: Option<&'a AtomicBool>,
     nodes: u64,
     aborted: bool,
-    /// Hash → the deepest depth at which the attacker (to move there) was shown not to mate.
+    /// Hash → the deepest depth at which the attacker (to move there) was shown not to mate
+    /// ([`PROVEN`]: at any depth).
     no_mate: HashMap<u64, u32>,
+    /// Lines cut by the depth limit or a repetition so far: a no-mate answer with none is a proof.
+    cuts: u64,
 }
+
+/// A `no_mate` depth meaning "no mate at any depth": the subtree met no cut.
+const PROVEN: u32 = u32::MAX;
 
 impl<'a> MateSearch<'a> {
     pub fn new(max_nodes: u64, deadline: Option<Instant>, stop: Option<&'a AtomicBool>) -> MateSearch<'a> {
-        MateSearch { max_nodes, deadline, stop, nodes: 0, aborted: false, no_mate: HashMap::new() }
+        MateSearch { max_nodes, deadline, stop, nodes: 0, aborted: false, no_mate: HashMap::new(), cuts: 0 }
     }
 
     /// Positions visited so far.
@@ -53,15 +63,20 @@ impl<'a> MateSearch<'a> {
     pub fn run(&mut self, pos: &mut Position, max_plies: u32) -> MateResult {
         let mut depth = 1;
         while depth <= max_plies.max(1) {
+            let cuts = self.cuts;
             if let Some(line) = self.attack(pos, depth) {
                 return MateResult::Mate(line);
             }
             if self.aborted {
                 return MateResult::Aborted;
             }
+            if self.cuts == cuts {
+                // Nothing was cut: deeper iterations would search the same tree.
+                return MateResult::NoMate;
+            }
             depth += 2;
         }
-        MateResult::NoMate
+        MateResult::NoMateWithin
     }
 
     fn tick(&mut self) -> bool {
@@ -96,15 +111,24 @@ impl<'a> MateSearch<'a> {
 
     /// A mate in exactly up to `depth` plies by checks (attacker to move).
     fn attack(&mut self, pos: &mut Position, depth: u32) -> Option<Vec<Move>> {
-        if self.no_mate.get(&pos.hash()).is_some_and(|&d| d >= depth) {
+        if let Some(&d) = self.no_mate.get(&pos.hash()).filter(|&&d| d >= depth) {
+            if d != PROVEN {
+                self.cuts += 1;
+            }
             return None;
         }
+        let cuts = self.cuts;
         for m in pos.checking_moves() {
             if !self.tick() {
                 return None;
             }
             pos.do_move(m);
-            let line = if pos.repetition(2) != Repetition::None { None } else { self.defend(pos, depth - 1) };
+            let line = if pos.repetition(2) != Repetition::None {
+                self.cuts += 1;
+                None
+            } else {
+                self.defend(pos, depth - 1)
+            };
             pos.undo_move();
             if let Some(mut line) = line {
                 line.insert(0, m);
@@ -118,8 +142,9 @@ impl<'a> MateSearch<'a> {
             // Bounded memory for long `go mate` searches: start the table afresh.
             self.no_mate.clear();
         }
+        let shown = if self.cuts == cuts { PROVEN } else { depth };
         let entry = self.no_mate.entry(pos.hash()).or_insert(0);
-        *entry = (*entry).max(depth);
+        *entry = (*entry).max(shown);
         None
     }
 
@@ -130,6 +155,7 @@ impl<'a> MateSearch<'a> {
             return Some(Vec::new());
         }
         if depth == 0 {
+            self.cuts += 1;
             return None;
         }
         let mut longest: Option<Vec<Move>> = None;
@@ -138,7 +164,12 @@ impl<'a> MateSearch<'a> {
                 return None;
             }
             pos.do_move(e);
-            let line = if pos.repetition(2) != Repetition::None { None } else { self.shortest(pos, depth - 1) };
+            let line = if pos.repetition(2) != Repetition::None {
+                self.cuts += 1;
+                None
+            } else {
+                self.shortest(pos, depth - 1)
+            };
             pos.undo_move();
             let mut line = line?;
             if longest.as_ref().is_none_or(|l| line.len() + 1 > l.len()) {
@@ -171,7 +202,7 @@ mod tests {
         let mut pos =
             parse_position("sfen 2s1k3p/l2p2s1l/g1+B1p+P2n/pG2R1p1P/P6p1/Np2Ppg1L/+n2P2l2/R2K3P1/1NP1S2S1 b Pbg2p 157")
                 .unwrap();
-        assert_eq!(MateSearch::new(1_000_000, None, None).run(&mut pos, 1), MateResult::NoMate);
+        assert_eq!(MateSearch::new(1_000_000, None, None).run(&mut pos, 1), MateResult::NoMateWithin);
         let mut search = MateSearch::new(1_000_000, None, None);
         match search.run(&mut pos, 5) {
             MateResult::Mate(moves) => {
@@ -188,8 +219,12 @@ mod tests {
 
     #[test]
     fn no_mate_and_budget() {
+        // No check at all: proven.
         let mut pos = Position::startpos();
         assert_eq!(MateSearch::new(1_000_000, None, None).run(&mut pos, 3), MateResult::NoMate);
+        // Checks that go on past the depth: unknown beyond it, never a proof.
+        let mut pos = parse_position("sfen 4k4/9/9/9/9/9/9/9/4K4 b RBGSNL 1").unwrap();
+        assert_eq!(MateSearch::new(100_000_000, None, None).run(&mut pos, 3), MateResult::NoMateWithin);
         let mut pos = parse_position("sfen 8k/9/9/9/9/9/9/9/K8 b 2G2S2N 1").unwrap();
         assert_eq!(MateSearch::new(10, None, None).run(&mut pos, 9), MateResult::Aborted);
     }
@@ -233,7 +268,7 @@ mod bench {
                 match search.run(&mut pos, plies) {
                     MateResult::Mate(_) => mates += 1,
                     MateResult::Aborted => aborted += 1,
-                    MateResult::NoMate => {}
+                    MateResult::NoMate | MateResult::NoMateWithin => {}
                 }
                 nodes += search.nodes();
                 let e = t.elapsed();

@@ -526,7 +526,8 @@ impl Job {
                 format!("checkmate {}", moves.join(" "))
             }
             MateResult::NoMate => "checkmate nomate".to_string(),
-            MateResult::Aborted => "checkmate timeout".to_string(),
+            // USI has no "unknown": `nomate` would claim a proof (YaneuraOu's reading too).
+            MateResult::NoMateWithin | MateResult::Aborted => "checkmate timeout".to_string(),
         };
         // Unlike `bestmove` after `go infinite`, the answer to `go mate infinite` comes as soon as
         // the search ends: GUIs (Shogidokoro, ShogiHome) send it for tsume with no time limit and
