@@ -267,10 +267,10 @@ fn run_export(args: ExportArgs) -> Result<()> {
         progress.set_message(format!("{samples} samples"));
     })?;
     progress.finish_and_clear();
+    for p in &summary.problems {
+        eprintln!("koma: warning: {p}");
+    }
     if args.json {
-        for p in &summary.problems {
-            eprintln!("koma: warning: {p}");
-        }
         let report = serde_json::json!({
             "out": args.out,
             "format": args.to,
@@ -284,9 +284,6 @@ fn run_export(args: ExportArgs) -> Result<()> {
     }
     println!("wrote {} hcpe records from {} shards to {}", summary.records, summary.shards, args.out.display());
     if summary.skipped > 0 {
-        for p in &summary.problems {
-            eprintln!("koma: warning: {p}");
-        }
         println!("{} samples could not be written as hcpe", summary.skipped);
     }
     Ok(())
@@ -308,18 +305,10 @@ fn label_name(label: usize) -> String {
         "knight-left",
         "knight-right",
     ];
-    const DROPS: [PieceType; 7] = [
-        PieceType::Pawn,
-        PieceType::Lance,
-        PieceType::Knight,
-        PieceType::Silver,
-        PieceType::Bishop,
-        PieceType::Rook,
-        PieceType::Gold,
-    ];
     let square = Square::from_index(to as u8).map_or_else(|| to.to_string(), |s| s.to_string());
     if dir >= direction::DROP {
-        let pt = DROPS.get(dir - direction::DROP).map_or('?', |p| p.sfen_letter());
+        // Drop directions follow the hand kinds' type numbers (`encoding::drop_index`).
+        let pt = PieceType::HAND.get(dir - direction::DROP).map_or('?', |p| p.sfen_letter());
         format!("{pt}*{square}")
     } else if dir >= direction::PROMOTE_OFFSET {
         format!("{}+ to {square}", BOARD.get(dir - direction::PROMOTE_OFFSET).unwrap_or(&"?"))

@@ -622,15 +622,7 @@ pub fn board_diagram(pos: &Position) -> String {
     let hand_text = |c: Color| {
         let hand = pos.hand(c);
         let mut s = String::new();
-        for pt in [
-            PieceType::Rook,
-            PieceType::Bishop,
-            PieceType::Gold,
-            PieceType::Silver,
-            PieceType::Knight,
-            PieceType::Lance,
-            PieceType::Pawn,
-        ] {
+        for pt in PieceType::HAND_WRITE_ORDER {
             let n = hand.count(pt);
             if n == 0 {
                 continue;
