@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
-use koma_shogi::{Color, Move, PieceType, Position, Status};
+use koma_shogi::material::material;
+use koma_shogi::{Move, Position, Status};
 use rand::{RngExt, SeedableRng};
 
 /// What a player does on its turn.
@@ -59,38 +60,6 @@ pub trait Player: Send {
     /// means the match is being cancelled: a player that thinks for long should give up early
     /// (with any error; the game is dropped unscored).
     fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError>;
-}
-
-/// Material value of a piece type, in pawns (hand pieces count as their unpromoted type).
-pub fn piece_value(pt: PieceType) -> i32 {
-    match pt {
-        PieceType::Pawn => 1,
-        PieceType::Lance => 3,
-        PieceType::Knight => 4,
-        PieceType::Silver => 5,
-        PieceType::Gold => 6,
-        PieceType::Bishop => 8,
-        PieceType::Rook => 10,
-        PieceType::King => 0,
-        PieceType::ProPawn | PieceType::ProLance | PieceType::ProKnight | PieceType::ProSilver => 6,
-        PieceType::Horse => 10,
-        PieceType::Dragon => 12,
-    }
-}
-
-/// Material balance for `color`: board and hand.
-pub fn material(pos: &Position, color: Color) -> i32 {
-    let mut total = 0;
-    for c in Color::ALL {
-        let sign = if c == color { 1 } else { -1 };
-        for pt in PieceType::ALL {
-            total += sign * piece_value(pt) * pos.pieces(c, pt).count() as i32;
-        }
-        for pt in PieceType::HAND {
-            total += sign * piece_value(pt) * pos.hand(c).count(pt) as i32;
-        }
-    }
-    total
 }
 
 /// Uniformly random legal moves.

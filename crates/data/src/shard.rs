@@ -172,7 +172,7 @@ pub struct ShardReader {
     offsets: Vec<u32>,
     datasets: Vec<hdf5::Dataset>,
     /// Every game's moves (`game_move_offsets`, `game_moves`), read on the first
-    /// [`ShardReader::replies`] (2 bytes per move).
+    /// [`ShardReader::continuations`] (2 bytes per move).
     game_moves: std::sync::OnceLock<(Vec<u32>, Vec<u16>)>,
 }
 
@@ -351,13 +351,15 @@ impl ShardReader {
         Ok(out)
     }
 
-    /// The opponent's reply to the move of each sample at `indices` (`samples` as read for those
-    /// indices): the next move of the sample's game, `game_moves[ply + 1]`, derived from what every
-    /// shard stores (no format change). `None` when there is none: the game ended after the
-    /// sample's move (checkmate, resignation, declaration, move limit, …), the ply is unknown
-    /// (hcpe imports, which have no game moves), or the sample's own move is not the game's move
-    /// at its ply (an inconsistent shard; nothing is guessed).
-    pub fn replies(&self, indices: &[usize], samples: &[Sample]) -> Result<Vec<Option<Move>>> {
+    /// What the game did after each sample at `indices` (`samples` as read for those indices):
+    /// the moves after the sample's own move, `game_moves[ply + 1 ..]`, at most `plies` of them
+    /// and fewer where the game ended, derived from what every shard stores (no format change).
+    /// The first is the opponent's reply (the reply head's target); the position `plies` later
+    /// gives the material value target (docs/training.md). A final position (no move) has an
+    /// empty continuation. `None` when it is unknown: the ply is unknown (hcpe imports, which
+    /// have no game moves), or the sample's own move is not the game's move at its ply (an
+    /// inconsistent shard; nothing is guessed).
+    pub fn continuations(&self, indices: &[usize], samples: &[Sample], plies: usize) -> Result<Vec<Option<Vec<Move>>>> {
         assert_eq!(indices.len(), samples.len(), "one sample per index");
         let n = self.len();
         if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
@@ -373,26 +375,28 @@ impl ShardReader {
             .iter()
             .zip(&games)
             .map(|(s, &g)| {
-                let played = s.played?;
                 if s.ply == crate::sample::PLY_UNKNOWN {
                     return None;
                 }
                 let g = g as usize;
-                let (start, end) = (*offsets.get(g)? as usize, *offsets.get(g + 1)? as usize);
+                let (start, end) = (*offsets.get(g)? as usize, (*offsets.get(g + 1)? as usize).min(moves.len()));
                 let at = start + s.ply as usize;
-                if at >= end || moves.get(at).copied() != Some(played.to_u16()) {
+                let Some(played) = s.played else {
+                    return (at <= end).then(Vec::new);
+                };
+                if at >= end || moves[at] != played.to_u16() {
                     return None;
                 }
-                moves.get(at + 1).filter(|_| at + 1 < end).and_then(|&code| Move::from_u16(code))
+                moves[at + 1..end].iter().take(plies).map(|&code| Move::from_u16(code)).collect()
             })
             .collect())
     }
 
-    /// [`ShardReader::read`] with each sample's opponent reply ([`ShardReader::replies`]).
-    pub fn read_with_replies(&self, indices: &[usize]) -> Result<Vec<(Sample, Option<Move>)>> {
+    /// [`ShardReader::read`] with each sample's continuation ([`ShardReader::continuations`]).
+    pub fn read_with_continuations(&self, indices: &[usize], plies: usize) -> Result<Vec<(Sample, Option<Vec<Move>>)>> {
         let samples = self.read(indices)?;
-        let replies = self.replies(indices, &samples)?;
-        Ok(samples.into_iter().zip(replies).collect())
+        let continuations = self.continuations(indices, &samples, plies)?;
+        Ok(samples.into_iter().zip(continuations).collect())
     }
 
     fn game_moves(&self) -> Result<&(Vec<u32>, Vec<u16>)> {

@@ -137,26 +137,28 @@ impl ReplayWindow {
     /// Draws `count` samples uniformly (with replacement) from the window. `below(n)` must return
     /// a uniform integer in [0, n). A shard that fails to read is dropped with a warning.
     pub fn sample(&mut self, count: usize, below: &mut dyn FnMut(usize) -> usize) -> Result<Vec<Sample>> {
-        Ok(self.draw(count, below, false)?.into_iter().map(|(s, _)| s).collect())
+        Ok(self.draw(count, below, None)?.into_iter().map(|(s, _)| s).collect())
     }
 
-    /// [`ReplayWindow::sample`] with each sample's opponent reply (the game's next move, see
-    /// [`ShardReader::replies`]). Draws exactly the samples `sample` draws with the same `below`.
-    pub fn sample_with_replies(
+    /// [`ReplayWindow::sample`] with each sample's continuation: the game's next `plies` moves
+    /// after the sample's move ([`ShardReader::continuations`]). Draws exactly the samples
+    /// `sample` draws with the same `below`.
+    pub fn sample_with_continuations(
         &mut self,
         count: usize,
+        plies: usize,
         below: &mut dyn FnMut(usize) -> usize,
-    ) -> Result<Vec<(Sample, Option<Move>)>> {
-        self.draw(count, below, true)
+    ) -> Result<Vec<(Sample, Option<Vec<Move>>)>> {
+        self.draw(count, below, Some(plies))
     }
 
     fn draw(
         &mut self,
         count: usize,
         below: &mut dyn FnMut(usize) -> usize,
-        replies: bool,
-    ) -> Result<Vec<(Sample, Option<Move>)>> {
-        let mut out: Vec<(Sample, Option<Move>)> = Vec::with_capacity(count);
+        continuation_plies: Option<usize>,
+    ) -> Result<Vec<(Sample, Option<Vec<Move>>)>> {
+        let mut out: Vec<(Sample, Option<Vec<Move>>)> = Vec::with_capacity(count);
         let mut attempts = 0;
         while out.len() < count && !self.is_empty() && !self.shards.is_empty() {
             attempts += 1;
@@ -183,8 +185,8 @@ impl ReplayWindow {
                     continue;
                 }
                 let local: Vec<usize> = picks[begin..k].iter().map(|g| g - shard.start).collect();
-                let read = if replies {
-                    shard.reader.read_with_replies(&local)
+                let read = if let Some(plies) = continuation_plies {
+                    shard.reader.read_with_continuations(&local, plies)
                 } else {
                     shard.reader.read(&local).map(|v| v.into_iter().map(|s| (s, None)).collect())
                 };

@@ -252,12 +252,12 @@ fn writer_thread_and_replay_window() {
     assert!(grow.of(10_000) > 100 && grow.of(10_000) < 10_000);
 }
 
-/// The opponent's reply of a sample is its game's next move, also when the positions between
-/// were not recorded (cheap searches); none after the game's last move, for an unknown ply, or
-/// when the sample's move is not the game's. The window draws the same samples with or without
-/// replies.
+/// A sample's continuation is its game's next moves (the first is the opponent's reply), also
+/// when the positions between were not recorded (cheap searches); shorter at the game's end, and
+/// unknown for an unknown ply or when the sample's move is not the game's. The window draws the
+/// same samples with or without continuations.
 #[test]
-fn replies_are_the_games_next_moves() {
+fn continuations_are_the_games_next_moves() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("r.h5");
     let mut rng = Rng(17);
@@ -282,45 +282,59 @@ fn replies_are_the_games_next_moves() {
     let all: Vec<(usize, &Sample)> =
         games.iter().enumerate().flat_map(|(g, game)| game.samples.iter().map(move |s| (g, s))).collect();
     let indices: Vec<usize> = (0..reader.len()).rev().collect();
-    let read = reader.read_with_replies(&indices).unwrap();
-    let (mut some, mut none) = (0, 0);
-    for (&i, (sample, reply)) in indices.iter().zip(&read) {
+    const PLIES: usize = 6;
+    let read = reader.read_with_continuations(&indices, PLIES).unwrap();
+    let (mut some, mut none, mut short) = (0, 0, 0);
+    for (&i, (sample, continuation)) in indices.iter().zip(&read) {
         let (g, original) = all[i];
         assert_same(original, sample);
         let moves = &games[g].moves;
         let ply = original.ply as usize;
-        let expected = if original.ply == koma_data::PLY_UNKNOWN || original.played != moves.get(ply).copied() {
+        let expected = if original.ply == koma_data::PLY_UNKNOWN
+            || (original.played.is_some() && original.played != moves.get(ply).copied())
+        {
             None
         } else {
-            moves.get(ply + 1).copied()
+            Some(moves.iter().skip(ply + 1).take(PLIES).copied().collect::<Vec<_>>())
         };
-        assert_eq!(*reply, expected, "sample {i} (game {g}, ply {ply})");
-        if let Some(r) = reply {
-            // The reply is legal in the position after the sample's move.
-            let mut pos = sample.position.unpack().unwrap();
-            pos.do_move(sample.played.unwrap());
-            assert!(pos.legal_moves().contains(r));
-            some += 1;
-        } else {
+        assert_eq!(*continuation, expected, "sample {i} (game {g}, ply {ply})");
+        let Some(continuation) = continuation else {
             none += 1;
+            continue;
+        };
+        // The moves are legal one after another from the position after the sample's move.
+        let mut pos = sample.position.unpack().unwrap();
+        if let Some(played) = sample.played {
+            pos.do_move(played);
+        }
+        for &m in continuation {
+            assert!(pos.legal_moves().contains(&m));
+            pos.do_move(m);
+        }
+        if continuation.first().is_some() {
+            some += 1;
+        }
+        if continuation.len() < PLIES {
+            short += 1;
         }
     }
-    assert!(some > 100 && none >= games.len(), "{some} with a reply, {none} without");
+    assert!(some > 100 && none >= 2 && short >= games.len(), "{some} with a reply, {none} unknown, {short} short");
     // The last sample of every game has no reply.
     for (g, game) in games.iter().enumerate() {
         let last = games[..g].iter().map(|x| x.samples.len()).sum::<usize>() + game.samples.len() - 1;
-        assert_eq!(reader.read_with_replies(&[last]).unwrap()[0].1, None);
+        let (_, continuation) = &reader.read_with_continuations(&[last], 1).unwrap()[0];
+        assert_eq!(continuation.as_ref().and_then(|c| c.first()), None);
     }
 
     let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(10_000), SampleWeights::default()).unwrap();
     let (mut r1, mut r2) = (Rng(3), Rng(3));
     let plain = window.sample(64, &mut |n| r1.below(n)).unwrap();
-    let with = window.sample_with_replies(64, &mut |n| r2.below(n)).unwrap();
+    let with = window.sample_with_continuations(64, 1, &mut |n| r2.below(n)).unwrap();
     assert_eq!(plain.len(), with.len());
     for (a, (b, _)) in plain.iter().zip(&with) {
         assert_same(a, b);
     }
-    assert!(with.iter().any(|(_, r)| r.is_some()));
+    assert!(with.iter().any(|(_, c)| c.as_ref().is_some_and(|c| c.len() == 1)));
 }
 
 /// A shard that goes bad after older shards were closed: dropping it shifts the window back over

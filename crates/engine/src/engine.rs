@@ -15,7 +15,7 @@ use koma_shogi::{Move, Position};
 use crate::io::{read_line, Line, Output, MAX_LINE, QUOTE_MAX};
 use crate::loader::{network_loader, LoadFn, LoadKey, Loader};
 use crate::options::Options;
-use crate::think::{self, Control, Job, TreeState};
+use crate::think::{self, Control, Job, MateSolver, TreeState};
 use crate::time::{truncate, GoParams};
 
 /// How the engine starts.
@@ -92,6 +92,7 @@ struct Engine {
     pos: Position,
     loader: Arc<Loader>,
     tree: Arc<Mutex<TreeState>>,
+    mate: Arc<Mutex<MateSolver>>,
     running: Option<Running>,
 }
 
@@ -105,6 +106,7 @@ impl Engine {
             out,
             pos: Position::startpos(),
             tree: Arc::new(Mutex::new(TreeState::default())),
+            mate: Arc::new(Mutex::new(MateSolver::default())),
             running: None,
         }
     }
@@ -248,6 +250,7 @@ impl Engine {
             loader: Arc::clone(&self.loader),
             key,
             tree: Arc::clone(&self.tree),
+            mate: Arc::clone(&self.mate),
         };
         match std::thread::Builder::new().name("koma-usi-search".into()).spawn(move || think::run(job)) {
             Ok(handle) => self.running = Some(Running { handle, control }),

@@ -15,7 +15,6 @@
 mod engine;
 pub mod io;
 pub mod loader;
-pub mod mate;
 pub mod options;
 pub mod score;
 mod think;

@@ -47,6 +47,12 @@ pub struct Options {
     pub max_moves_to_draw: u64,
     /// Plies of the quick mate search before each move (0: off; `go mate` searches deeper).
     pub mate_search_plies: u64,
+    /// MiB of the df-pn table (`go mate` and the root mate search).
+    pub mate_hash_mib: u64,
+    /// Longest mate (plies) the df-pn search beside the MCTS looks for (0: no such search).
+    pub mate_root_plies: u64,
+    /// Descents of the df-pn search beside the MCTS before it gives up.
+    pub mate_root_nodes: u64,
 }
 
 impl Default for Options {
@@ -70,6 +76,9 @@ impl Default for Options {
             max_moves_rule: "draw".into(),
             max_moves_to_draw: 0,
             mate_search_plies: 5,
+            mate_hash_mib: koma_mate::DEFAULT_TABLE_MIB as u64,
+            mate_root_plies: 29,
+            mate_root_nodes: 2_000_000,
         }
     }
 }
@@ -107,6 +116,9 @@ const SPECS: &[Spec] = &[
     Spec { name: "MaxMovesToDraw", kind: Kind::Spin { min: 0, max: 100_000 } },
     Spec { name: "MaxMovesRule", kind: Kind::Combo(&["draw", "checks"]) },
     Spec { name: "MateSearchPlies", kind: Kind::Spin { min: 0, max: 15 } },
+    Spec { name: "MateHash", kind: Kind::Spin { min: 1, max: 65_536 } },
+    Spec { name: "MateRootPlies", kind: Kind::Spin { min: 0, max: 255 } },
+    Spec { name: "MateRootNodes", kind: Kind::Spin { min: 1_000, max: 1_000_000_000 } },
 ];
 
 enum Value {
@@ -162,6 +174,9 @@ impl Options {
             "MaxMovesToDraw" => Value::Number(self.max_moves_to_draw),
             "MaxMovesRule" => Value::Text(self.max_moves_rule.clone()),
             "MateSearchPlies" => Value::Number(self.mate_search_plies),
+            "MateHash" => Value::Number(self.mate_hash_mib),
+            "MateRootPlies" => Value::Number(self.mate_root_plies),
+            "MateRootNodes" => Value::Number(self.mate_root_nodes),
             other => unreachable!("unknown option {other}"),
         }
     }
@@ -222,6 +237,9 @@ impl Options {
             ("MaxMovesToDraw", Value::Number(n)) => self.max_moves_to_draw = n,
             ("MaxMovesRule", Value::Text(t)) => self.max_moves_rule = t,
             ("MateSearchPlies", Value::Number(n)) => self.mate_search_plies = n,
+            ("MateHash", Value::Number(n)) => self.mate_hash_mib = n,
+            ("MateRootPlies", Value::Number(n)) => self.mate_root_plies = n,
+            ("MateRootNodes", Value::Number(n)) => self.mate_root_nodes = n,
             _ => unreachable!("option {}: kind and value disagree", spec.name),
         }
         Ok(warning)

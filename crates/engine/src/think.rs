@@ -16,9 +16,11 @@ use koma_mcts::{RootChild, Search, SearchConfig, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};
 
+use koma_mate::exact::{MateResult, MateSearch};
+use koma_mate::{DfPn, Limits, Outcome};
+
 use crate::io::Output;
 use crate::loader::{LoadKey, LoadedNet, Loader};
-use crate::mate::{MateResult, MateSearch};
 use crate::options::Options;
 use crate::score::{value_to_winrate, winrate_to_cp};
 use crate::time::{self, Budget, GoParams, MateLimit};
@@ -51,6 +53,21 @@ pub(crate) struct TreeState {
     pub reset: bool,
 }
 
+/// The df-pn solver kept between searches (its table is allocated once), with its size in MiB.
+#[derive(Default)]
+pub(crate) struct MateSolver(Option<(u64, DfPn)>);
+
+impl MateSolver {
+    /// The solver with a table of `mib` MiB (reallocated when `MateHash` changed).
+    fn get(&mut self, mib: u64) -> &mut DfPn {
+        if self.0.as_ref().is_none_or(|(m, _)| *m != mib) {
+            self.0 = None; // free the old table before allocating the new one
+            self.0 = Some((mib, DfPn::new(mib as usize)));
+        }
+        &mut self.0.as_mut().expect("just set").1
+    }
+}
+
 pub(crate) struct Job {
     pub pos: Position,
     pub go: GoParams,
@@ -62,6 +79,7 @@ pub(crate) struct Job {
     pub loader: Arc<Loader>,
     pub key: LoadKey,
     pub tree: Arc<Mutex<TreeState>>,
+    pub mate: Arc<Mutex<MateSolver>>,
 }
 
 enum Answer {
@@ -70,8 +88,8 @@ enum Answer {
     Win,
 }
 
-/// Most plies `go mate` searches.
-const MATE_MAX_PLIES: u32 = 31;
+/// Most plies `go mate` searches (df-pn: a longer limit costs nothing until lines get that long).
+const MATE_MAX_PLIES: u32 = 1023;
 /// Node budget of the quick mate search before a normal search.
 const QUICK_MATE_NODES: u64 = 200_000;
 /// Seconds between periodic `info` lines.
@@ -99,7 +117,8 @@ fn run_job(job: &Job) {
         Err(_) => {
             job.out.warn("internal error during search; answering with a fallback move");
             if job.go.mate.is_some() {
-                job.say("checkmate nomate");
+                // Nothing was proved: `nomate` would claim a proof.
+                job.say("checkmate timeout");
                 return;
             }
             let mut pos = job.pos.clone();
@@ -260,7 +279,38 @@ impl Job {
             }
         }
 
-        self.mcts(&mut pos, &net, budget, node_limit, &restrict)
+        let root_plies = self.options.mate_root_plies as u32;
+        if root_plies == 0 || !restrict.is_empty() {
+            return self.mcts(&mut pos, &net, budget, node_limit, &restrict, None);
+        }
+        // df-pn at the root beside the MCTS (as dlshogi does): a mate it proves is played at once.
+        let mut guard = self.mate.lock().unwrap_or_else(|e| e.into_inner());
+        let solver = guard.get(self.options.mate_hash_mib);
+        let (mate_stop, found) = (AtomicBool::new(false), AtomicBool::new(false));
+        let root = pos.clone();
+        let limits =
+            Limits { max_plies: root_plies, max_nodes: self.options.mate_root_nodes, deadline: None, stop: Some(&mate_stop) };
+        let (answer, outcome) = std::thread::scope(|scope| {
+            let (root, found) = (&root, &found);
+            let solving = std::thread::Builder::new().name("koma-usi-mate".into()).spawn_scoped(scope, move || {
+                let outcome = solver.search(root, &limits);
+                if matches!(outcome, Outcome::Mate(_)) {
+                    found.store(true, Ordering::Relaxed);
+                }
+                outcome
+            });
+            let answer = self.mcts(&mut pos, &net, budget, node_limit, &restrict, Some(found));
+            mate_stop.store(true, Ordering::Relaxed);
+            // A thread that could not start or panicked found nothing.
+            (answer, solving.ok().and_then(|h| h.join().ok()))
+        });
+        match outcome {
+            Some(Outcome::Mate(line)) => {
+                self.report_mate(&line);
+                Answer::Move { mv: line[0], ponder: line.get(1).copied() }
+            }
+            _ => answer,
+        }
     }
 
     fn report_mate(&self, line: &[Move]) {
@@ -280,6 +330,7 @@ impl Job {
         budget: Option<Budget>,
         node_limit: Option<u64>,
         restrict: &[Move],
+        mate_found: Option<&AtomicBool>,
     ) -> Answer {
         let mut guard = self.tree.lock().unwrap_or_else(|e| {
             let mut g = e.into_inner();
@@ -321,6 +372,9 @@ impl Job {
                 break;
             }
             let waiting = self.waiting();
+            if !waiting && mate_found.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                break;
+            }
             if !first {
                 let visits = (search.root_visits() - stats.base_visits) as u64;
                 let mut done = node_limit.is_some_and(|n| visits >= n) || search.root_visits() >= u32::MAX / 2;
@@ -501,33 +555,48 @@ impl Job {
         lines
     }
 
-    /// `go mate`: `checkmate <moves>`, `checkmate nomate` or `checkmate timeout`.
+    /// `go mate`: `checkmate <moves>`, `checkmate nomate` or `checkmate timeout`, from df-pn.
     fn mate(&self, limit: MateLimit) {
-        let mut pos = self.pos.clone();
         let deadline = match limit {
             MateLimit::Infinite => None,
             MateLimit::Millis(ms) => {
                 Some(self.started + Duration::from_millis(ms.saturating_sub(self.options.byoyomi_margin.min(ms / 2))))
             }
         };
-        let mut search = MateSearch::new(u64::MAX, deadline, Some(&self.control.stop));
-        let result =
-            if pos.legal_moves().is_empty() { MateResult::NoMate } else { search.run(&mut pos, MATE_MAX_PLIES) };
-        let text = match result {
-            MateResult::Mate(line) => {
+        let limits = Limits { max_plies: MATE_MAX_PLIES, deadline, stop: Some(&self.control.stop), ..Limits::default() };
+        let mut guard = self.mate.lock().unwrap_or_else(|e| e.into_inner());
+        let solver = guard.get(self.options.mate_hash_mib);
+        let mut outcome = if self.pos.has_legal_move() { solver.search(&self.pos, &limits) } else { Outcome::NoMate };
+        let mut nodes = solver.nodes();
+        if let Outcome::Mate(line) = &mut outcome {
+            // df-pn's first line need not be the shortest: look for shorter ones, within the
+            // same limits and four times the nodes the first proof took.
+            let budget = nodes.saturating_mul(4).max(100_000);
+            while line.len() > 1 {
+                let shorter = Limits { max_plies: line.len() as u32 - 2, max_nodes: budget, ..limits };
+                let again = solver.search(&self.pos, &shorter);
+                nodes += solver.nodes();
+                match again {
+                    Outcome::Mate(l) => *line = l,
+                    _ => break,
+                }
+            }
+        }
+        let text = match outcome {
+            Outcome::Mate(line) => {
                 let moves: Vec<String> = line.iter().map(|m| m.to_usi()).collect();
                 self.out.line(&format!(
                     "info depth {n} score mate {n} nodes {} time {} pv {}",
-                    search.nodes(),
+                    nodes,
                     self.elapsed_ms(),
                     moves.join(" "),
                     n = line.len()
                 ));
                 format!("checkmate {}", moves.join(" "))
             }
-            MateResult::NoMate => "checkmate nomate".to_string(),
+            Outcome::NoMate => "checkmate nomate".to_string(),
             // USI has no "unknown": `nomate` would claim a proof (YaneuraOu's reading too).
-            MateResult::NoMateWithin | MateResult::Aborted => "checkmate timeout".to_string(),
+            Outcome::NoMateWithin | Outcome::Unknown => "checkmate timeout".to_string(),
         };
         // Unlike `bestmove` after `go infinite`, the answer to `go mate infinite` comes as soon as
         // the search ends: GUIs (Shogidokoro, ShogiHome) send it for tsume with no time limit and

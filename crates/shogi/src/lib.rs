@@ -16,6 +16,7 @@ mod color;
 mod diagram;
 mod hand;
 mod handicap;
+pub mod material;
 mod mirror;
 mod movegen;
 mod movelist;

@@ -163,6 +163,19 @@ impl Position {
         self.state().hash
     }
 
+    /// The Zobrist hash of the board and the side to move, without the hands: positions that
+    /// differ only in their hands share it (a mate solver compares such positions by their hands).
+    pub fn board_hash(&self) -> u64 {
+        let mut h = self.hash();
+        for color in Color::ALL {
+            let hand = self.hands[color.index()];
+            for pt in PieceType::HAND {
+                h ^= zobrist::hand_total(color, pt, hand.count(pt));
+            }
+        }
+        h
+    }
+
     /// Enemy pieces giving check to the side to move.
     #[inline]
     pub fn checkers(&self) -> Bitboard {

@@ -17,11 +17,14 @@ struct Keys {
     board: [[u64; 81]; 28],
     /// `hand[color][piece type][n]`: XORed in while the hand holds at least `n` of the kind.
     hand: [[[u64; 32]; 8]; 2],
+    /// `hand_total[color][piece type][n]`: the XOR of `hand[color][piece type][1..=n]`, the part
+    /// of the hash a hand holding `n` of the kind contributes.
+    hand_total: [[[u64; 32]; 8]; 2],
     side: u64,
 }
 
 const fn make_keys() -> Keys {
-    let mut keys = Keys { board: [[0; 81]; 28], hand: [[[0; 32]; 8]; 2], side: 0 };
+    let mut keys = Keys { board: [[0; 81]; 28], hand: [[[0; 32]; 8]; 2], hand_total: [[[0; 32]; 8]; 2], side: 0 };
     let mut state = 0x6b6f_6d61_u64; // "koma"
     let mut p = 0;
     while p < 28 {
@@ -43,6 +46,7 @@ const fn make_keys() -> Keys {
                 let (s, k) = splitmix(state);
                 state = s;
                 keys.hand[c][pt][n] = k;
+                keys.hand_total[c][pt][n] = keys.hand_total[c][pt][n - 1] ^ k;
                 n += 1;
             }
             pt += 1;
@@ -65,6 +69,12 @@ pub(crate) fn piece_square(piece: Piece, sq: Square) -> u64 {
 #[inline]
 pub(crate) fn hand(color: Color, pt: PieceType, n: u32) -> u64 {
     KEYS.hand[color.index()][pt.index()][n as usize]
+}
+
+/// The part of the hash that `color` holding `n` of `pt` in hand contributes.
+#[inline]
+pub(crate) fn hand_total(color: Color, pt: PieceType, n: u32) -> u64 {
+    KEYS.hand_total[color.index()][pt.index()][n as usize]
 }
 
 #[inline]

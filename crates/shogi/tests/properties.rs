@@ -1,9 +1,9 @@
 //! Property tests over random games: do/undo restores the position and its hash exactly, the
-//! incremental hash equals a from-scratch hash, SFEN round-trips, and the single-move legality
+//! incremental hash equals a from-scratch hash, the board hash leaves the hands out, SFEN round-trips, and the single-move legality
 //! check agrees with the move generator, and the left–right reflection is a symmetry of the rules
 //! (mirrored legal moves, check, status and mate in one).
 
-use koma_shogi::{Handicap, Move, Position};
+use koma_shogi::{Color, Handicap, Move, Position};
 use proptest::prelude::*;
 
 /// A small deterministic PRNG, so a failing seed reproduces.
@@ -66,6 +66,13 @@ fn check_position(pos: &mut Position, rng: &mut Rng) {
     let reparsed = Position::from_sfen(&sfen).expect("our SFEN parses");
     assert_eq!(reparsed.to_sfen(), sfen);
     assert_eq!(reparsed.hash(), pos.hash(), "hash depends on history at {sfen}");
+    // The board hash leaves the hands out: the same board without hands has it too.
+    let fields: Vec<&str> = sfen.split(' ').collect();
+    let handless = Position::from_sfen(&format!("{} {} - {}", fields[0], fields[1], fields[3])).unwrap();
+    assert_eq!(handless.board_hash(), pos.board_hash(), "board hash depends on the hands at {sfen}");
+    assert_eq!(handless.board_hash(), handless.hash());
+    let empty_hands = Color::ALL.iter().all(|&c| pos.hand(c).is_empty());
+    assert_eq!(pos.board_hash() == pos.hash(), empty_hands, "{sfen}");
     let before = pos.clone();
     let moves = pos.legal_moves();
     for &m in moves.iter() {

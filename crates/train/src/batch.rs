@@ -5,7 +5,9 @@
 //! - policy target: the sample's sparse (move, weight) list scattered into the 2187 dlshogi
 //!   labels of the side to move (optionally pruned: entries under `policy_prune_below` dropped,
 //!   never the largest, and the rest renormalised);
-//! - value target: `λ·onehot(result) + (1 − λ)·root_wdl` over (win, draw, loss);
+//! - value target: `λ·onehot(result) + (1 − λ)·root_wdl` over (win, draw, loss), and with the
+//!   material target (`material_weight` μ > 0) `(1 − μ)·that + μ·(p, 0, 1 − p)`, p the sigmoid of
+//!   the material balance `material_plies` later in the game (the sample's continuation);
 //! - per-sample weights of the two losses (a sample without a policy, or not a full search when
 //!   `policy_full_search_only`, has policy weight 0);
 //! - with replies (a model with the opponent-reply head): the label of the opponent's next move
@@ -16,8 +18,8 @@ use koma_data::{flags, Sample};
 use koma_mcts::Rng;
 use koma_nn::encoding::move_label;
 use koma_nn::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
-use koma_shogi::Move;
-use koma_shogi::Position;
+use koma_shogi::material::material;
+use koma_shogi::{Move, Position};
 use rayon::prelude::*;
 use tch::{Device, Kind, Tensor};
 
@@ -54,7 +56,7 @@ impl HostBatch {
         self.inputs.is_empty()
     }
 
-    /// Whether the batch carries reply labels (built with [`HostBatch::from_samples_with_replies`]).
+    /// Whether the batch carries reply labels ([`ContinuationTargets::replies`]).
     pub fn has_replies(&self) -> bool {
         !self.reply_weight.is_empty()
     }
@@ -65,14 +67,25 @@ impl HostBatch {
         HostBatch::build(samples, None, loss)
     }
 
-    /// [`HostBatch::from_samples`] with each sample's opponent reply (`replies[i]` for
-    /// `samples[i]`; `None`: no reply, masked out of the reply loss).
-    pub fn from_samples_with_replies(samples: &[Sample], replies: &[Option<Move>], loss: &LossConfig) -> HostBatch {
-        assert_eq!(samples.len(), replies.len(), "one reply per sample");
-        HostBatch::build(samples, Some(replies), loss)
+    /// [`HostBatch::from_samples`] with targets taken from each sample's continuation in its game
+    /// (`continuations[i]` for `samples[i]`: the moves after its move, `None` when unknown): the
+    /// opponent's reply when `targets.replies` (a sample without one is masked out of the reply
+    /// loss), and the material value target when `targets.material_weight` > 0.
+    pub fn from_samples_with_continuations(
+        samples: &[Sample],
+        continuations: &[Option<Vec<Move>>],
+        loss: &LossConfig,
+        targets: ContinuationTargets,
+    ) -> HostBatch {
+        assert_eq!(samples.len(), continuations.len(), "one continuation per sample");
+        HostBatch::build(samples, Some((continuations, targets)), loss)
     }
 
-    fn build(samples: &[Sample], replies: Option<&[Option<Move>]>, loss: &LossConfig) -> HostBatch {
+    fn build(
+        samples: &[Sample],
+        continuations: Option<(&[Option<Vec<Move>>], ContinuationTargets)>,
+        loss: &LossConfig,
+    ) -> HostBatch {
         let unpacked: Vec<Option<Position>> = samples
             .par_iter()
             .map(|s| match s.position.unpack() {
@@ -101,11 +114,16 @@ impl HostBatch {
         };
         batch.inputs.encode(&positions);
         let lambda = loss.value_lambda as f32;
+        let (continuations, targets) = match continuations {
+            Some((c, t)) => (Some(c), t),
+            None => (None, ContinuationTargets::default()),
+        };
         for (i, (k, s, pos)) in kept.iter().enumerate() {
-            if let Some(replies) = replies {
+            let continuation = continuations.and_then(|c| c[*k].as_deref());
+            if targets.replies {
                 // The reply is the opponent's move: labelled from the opponent's side.
-                let (label, w) = match replies[*k] {
-                    Some(m) => (move_label(m, !pos.side_to_move()) as i64, 1.0),
+                let (label, w) = match continuation.and_then(|c| c.first()) {
+                    Some(&m) => (move_label(m, !pos.side_to_move()) as i64, 1.0),
                     None => (0, 0.0),
                 };
                 batch.reply_label.push(label);
@@ -126,6 +144,15 @@ impl HostBatch {
             let v = &mut batch.value[i * 3..(i + 1) * 3];
             for k in 0..3 {
                 v[k] = lambda * if k == class { 1.0 } else { 0.0 } + (1.0 - lambda) * root[k];
+            }
+            let mu = targets.material_weight;
+            if mu > 0.0 {
+                if let Some(balance) = continuation.and_then(|c| material_later(pos, s.played, c, loss.material_plies)) {
+                    let p = 1.0 / (1.0 + (-(balance as f64) / loss.material_scale).exp()) as f32;
+                    for (k, m) in [p, 0.0, 1.0 - p].into_iter().enumerate() {
+                        v[k] = (1.0 - mu) * v[k] + mu * m;
+                    }
+                }
             }
             batch.result_class.push(class as i64);
             batch.value_weight.push(1.0);
@@ -165,6 +192,39 @@ impl HostBatch {
             len: self.len(),
         }
     }
+}
+
+/// What [`HostBatch::from_samples_with_continuations`] takes from the continuations.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ContinuationTargets {
+    /// Opponent-reply labels (the model has the reply head).
+    pub replies: bool,
+    /// The material target's weight μ in effect for this batch (`LossConfig::material_weight_at`).
+    pub material_weight: f32,
+}
+
+impl ContinuationTargets {
+    /// How many moves after each sample's own move these targets need: the reply is the first;
+    /// the material is counted `material_plies` after the sample, its own move included.
+    pub fn continuation_plies(&self, loss: &LossConfig) -> usize {
+        let material = if self.material_weight > 0.0 { loss.material_plies.saturating_sub(1) } else { 0 };
+        material.max(usize::from(self.replies))
+    }
+}
+
+/// The material balance (pawns) for the side to move at `pos`, `plies` plies later in the game:
+/// after `played` and the continuation's moves (fewer where the game ended). `None` when a move
+/// is not legal where it is played (an inconsistent shard; nothing is guessed).
+fn material_later(pos: &Position, played: Option<Move>, continuation: &[Move], plies: usize) -> Option<i32> {
+    let us = pos.side_to_move();
+    let mut later = pos.clone();
+    for m in played.into_iter().chain(continuation.iter().copied()).take(plies) {
+        if !later.is_legal(m) {
+            return None;
+        }
+        later.do_move(m);
+    }
+    Some(material(&later, us))
 }
 
 /// Writes the dense policy target of `s` into `row` (zeroed); false when it has no entries.
@@ -280,7 +340,6 @@ pub fn losses(
 mod tests {
     use super::*;
     use koma_data::PackedPosition;
-    use koma_shogi::Move;
 
     fn sample(pos: &Position, policy: Vec<(Move, f32)>, result: i8, flags: u8) -> Sample {
         Sample {
@@ -339,7 +398,9 @@ mod tests {
         let reply = pos.legal_moves()[5];
         let s1 = sample(&pos, vec![(reply, 1.0)], -1, flags::FULL_SEARCH);
         let config = LossConfig::default();
-        let b = HostBatch::from_samples_with_replies(&[s0.clone(), s1.clone()], &[Some(reply), None], &config);
+        let targets = ContinuationTargets { replies: true, material_weight: 0.0 };
+        let continuations = [Some(vec![reply]), Some(vec![])];
+        let b = HostBatch::from_samples_with_continuations(&[s0.clone(), s1.clone()], &continuations, &config, targets);
         // Sample 0 is Black to move; its reply is White's, labelled as White sees it (the label
         // the main head gives that move at the next position).
         assert_eq!(b.reply_label, vec![move_label(reply, koma_shogi::Color::White) as i64, 0]);
@@ -385,6 +446,60 @@ mod tests {
         );
         assert!(l4.reply.is_none());
         assert!((l4.total.double_value(&[]) - (l4.policy.double_value(&[]) + l4.value.double_value(&[]))).abs() < 1e-6);
+    }
+
+    /// The material target mixes sigmoid(balance / scale) for the side to move, counted
+    /// `material_plies` after the sample along its game, into the value target; a sample whose
+    /// continuation is unknown or does not replay keeps the plain target, and a game that ends
+    /// sooner is counted at its end.
+    #[test]
+    fn material_target_follows_the_game() {
+        // Black's rook takes White's bishop with check (5h5c), White's gold takes the rook (6b5c).
+        let pos = Position::from_sfen("4k4/3g5/4b4/9/9/9/9/4R4/4K4 b P 1").unwrap();
+        let take = Move::from_usi("5h5c").unwrap();
+        let retake = Move::from_usi("6b5c").unwrap();
+        let played = Sample { played: Some(take), ..sample(&pos, vec![(take, 1.0)], 1, flags::FULL_SEARCH) };
+        let config =
+            LossConfig { value_lambda: 1.0, material_weight: 0.5, material_plies: 1, ..Default::default() };
+        let targets = ContinuationTargets { replies: false, material_weight: 0.5 };
+        let value_of = |sample: &Sample, plies: usize, continuation: Option<Vec<Move>>, targets| {
+            let config = LossConfig { material_plies: plies, ..config.clone() };
+            let b = HostBatch::from_samples_with_continuations(&[sample.clone()], &[continuation], &config, targets);
+            [b.value[0], b.value[1], b.value[2]]
+        };
+        // The plain target is a win; the material one is (p, 0, 1 − p), mixed half and half.
+        let mixed = |balance: f64| {
+            let p = (1.0 / (1.0 + (-balance / 6.0).exp())) as f32;
+            [0.5 + 0.5 * p, 0.0, 0.5 * (1.0 - p)]
+        };
+        let close = |a: [f32; 3], b: [f32; 3]| a.iter().zip(&b).all(|(x, y)| (x - y).abs() < 1e-6);
+        // After one ply Black has rook, bishop and pawn (19) against the gold (6).
+        assert!(close(value_of(&played, 1, Some(vec![retake]), targets), mixed(13.0)));
+        // After two, bishop and pawn (9) against gold and rook (16); the game ends there, so
+        // five plies count the same position.
+        assert!(close(value_of(&played, 2, Some(vec![retake]), targets), mixed(-7.0)));
+        assert!(close(value_of(&played, 5, Some(vec![retake]), targets), mixed(-7.0)));
+        // A final position (no move) counts itself: rook and pawn (11) against bishop and gold (14).
+        let last = Sample { played: None, ..played.clone() };
+        assert!(close(value_of(&last, 2, Some(vec![]), targets), mixed(-3.0)));
+        // Unknown continuation, one that does not replay, or weight 0: the plain target.
+        let plain = [1.0, 0.0, 0.0];
+        assert_eq!(value_of(&played, 2, None, targets), plain);
+        assert_eq!(value_of(&played, 2, Some(vec![Move::from_usi("9i9a").unwrap()]), targets), plain);
+        let off = ContinuationTargets { replies: false, material_weight: 0.0 };
+        assert_eq!(value_of(&played, 2, Some(vec![retake]), off), plain);
+    }
+
+    /// The material weight falls linearly to 0 over `material_decay_samples` and stays there.
+    #[test]
+    fn material_weight_decays() {
+        let constant = LossConfig { material_weight: 0.4, ..Default::default() };
+        assert_eq!(constant.material_weight_at(10_000_000), 0.4);
+        let decaying = LossConfig { material_decay_samples: 1000, ..constant };
+        assert_eq!(decaying.material_weight_at(0), 0.4);
+        assert!((decaying.material_weight_at(250) - 0.3).abs() < 1e-12);
+        assert_eq!(decaying.material_weight_at(1000), 0.0);
+        assert_eq!(decaying.material_weight_at(5000), 0.0);
     }
 
     #[test]

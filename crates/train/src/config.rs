@@ -280,6 +280,22 @@ pub struct LossConfig {
     /// untrained.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_weight: Option<f64>,
+    /// Material value target, a dense signal for early training (0: off): the value target
+    /// becomes (1 − μ)·(the target above) + μ·(p, 0, 1 − p) with p = sigmoid(m /
+    /// `material_scale`), m the material balance in pawns (`koma_shogi::material`) for the side to
+    /// move `material_plies` plies later in the sample's game (at its end if sooner). Samples
+    /// without a known continuation (hcpe imports) keep the plain target. It teaches the value head
+    /// that pieces matter long before game results can; it is shogi knowledge, not zero.
+    pub material_weight: f64,
+    /// Plies after the sample's position at which the material is counted (see
+    /// `material_weight`).
+    pub material_plies: usize,
+    /// Pawns of material that move the material target from 0.5 to sigmoid(1) ≈ 0.73 (see
+    /// `material_weight`).
+    pub material_scale: f64,
+    /// The material weight falls linearly to 0 over this many training samples (0: it stays
+    /// constant), so that a long run ends on game results alone.
+    pub material_decay_samples: u64,
 }
 
 /// The opponent-reply loss weight when a model has the head and `reply_weight` is not set.
@@ -301,6 +317,15 @@ impl LossConfig {
             (Some(_), false) => Ok(0.0),
         }
     }
+
+    /// The material weight μ in effect after the trainer has seen `samples_seen` samples
+    /// (`material_decay_samples`).
+    pub fn material_weight_at(&self, samples_seen: u64) -> f64 {
+        if self.material_decay_samples == 0 {
+            return self.material_weight;
+        }
+        self.material_weight * (1.0 - samples_seen as f64 / self.material_decay_samples as f64).max(0.0)
+    }
 }
 
 impl Default for LossConfig {
@@ -312,6 +337,10 @@ impl Default for LossConfig {
             policy_prune_below: 0.0,
             policy_full_search_only: false,
             reply_weight: None,
+            material_weight: 0.0,
+            material_plies: 6,
+            material_scale: 6.0,
+            material_decay_samples: 0,
         }
     }
 }
@@ -503,6 +532,14 @@ impl TrainConfig {
         {
             return bad("loss weights must be ≥ 0");
         }
+        let loss = &self.loss;
+        if !(0.0..=1.0).contains(&loss.material_weight) {
+            return bad("loss.material_weight must be in [0, 1]");
+        }
+        let scale_ok = loss.material_scale > 0.0 && loss.material_scale.is_finite();
+        if loss.material_weight > 0.0 && (loss.material_plies == 0 || !scale_ok) {
+            return bad("loss.material_plies must be at least 1 and loss.material_scale positive when material_weight > 0");
+        }
         let w = &self.window;
         if w.size == 0 && (w.c <= 0.0 || w.alpha <= 0.0 || w.max == 0) {
             return bad("window: c, alpha and max must be positive (or set a fixed size)");
@@ -563,6 +600,10 @@ mod tests {
         assert!(TrainConfig::from_toml_str("batch_size = 0").is_err());
         assert!(TrainConfig::from_toml_str("device = \"tpu\"").is_err());
         assert!(TrainConfig::from_toml_str("[loss]\nvalue_lambda = 2.0").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 1.5").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_plies = 0").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_scale = 0.0").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_plies = 4").is_ok());
         let text = toml::to_string(&TrainConfig::default()).unwrap();
         assert_eq!(TrainConfig::from_toml_str(&text).unwrap(), TrainConfig::default());
     }

@@ -27,7 +27,7 @@ pub mod state;
 pub mod synth;
 pub mod trainer;
 
-pub use batch::HostBatch;
+pub use batch::{ContinuationTargets, HostBatch};
 pub use config::{
     FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig,
     WindowConfig,

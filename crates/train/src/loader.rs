@@ -20,7 +20,7 @@ use koma_shogi::Move;
 use rand::RngExt;
 use serde::Serialize;
 
-use crate::batch::HostBatch;
+use crate::batch::{ContinuationTargets, HostBatch};
 use crate::config::{FollowConfig, LossConfig, WindowConfig};
 use crate::error::{Result, TrainError};
 
@@ -190,14 +190,22 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
                 setup.shards_dir.display()
             )));
         }
-        let mut batch = if setup.replies {
-            let (mut samples, mut replies): (Vec<_>, Vec<_>) =
-                window.sample_with_replies(batch_size, &mut |n| rng.random_range(0..n))?.into_iter().unzip();
+        let targets = ContinuationTargets {
+            replies: setup.replies,
+            material_weight: setup.loss.material_weight_at(samples_seen) as f32,
+        };
+        let mut batch = if targets.replies || targets.material_weight > 0.0 {
+            let (mut samples, mut continuations): (Vec<_>, Vec<_>) = window
+                .sample_with_continuations(batch_size, targets.continuation_plies(&setup.loss), &mut |n| {
+                    rng.random_range(0..n)
+                })?
+                .into_iter()
+                .unzip();
             if samples.is_empty() {
                 return Err(TrainError::NoData(format!("no sample of {} could be read", setup.shards_dir.display())));
             }
-            mirror_some(&mut samples, Some(&mut replies[..]), setup.window.mirror, &mut rng);
-            HostBatch::from_samples_with_replies(&samples, &replies, &setup.loss)
+            mirror_some(&mut samples, Some(&mut continuations[..]), setup.window.mirror, &mut rng);
+            HostBatch::from_samples_with_continuations(&samples, &continuations, &setup.loss, targets)
         } else {
             let mut samples = window.sample(batch_size, &mut |n| rng.random_range(0..n))?;
             if samples.is_empty() {
@@ -221,9 +229,9 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
     }
 }
 
-/// Reflects each sample (and its reply) left to right with probability `p`, drawn from the
+/// Reflects each sample (and its continuation) left to right with probability `p`, drawn from the
 /// sampler's generator, so that a resumed run reflects the same samples. `p = 0` draws nothing.
-fn mirror_some(samples: &mut [Sample], mut replies: Option<&mut [Option<Move>]>, p: f64, rng: &mut Rng) {
+fn mirror_some(samples: &mut [Sample], mut continuations: Option<&mut [Option<Vec<Move>>]>, p: f64, rng: &mut Rng) {
     if p <= 0.0 {
         return;
     }
@@ -234,8 +242,8 @@ fn mirror_some(samples: &mut [Sample], mut replies: Option<&mut [Option<Move>]>,
         // A position that does not unpack stays as it is; the batch leaves it out with a warning.
         if let Ok(mirrored) = sample.mirror() {
             *sample = mirrored;
-            if let Some(replies) = replies.as_deref_mut() {
-                replies[i] = replies[i].map(Move::mirror);
+            if let Some(continuation) = continuations.as_deref_mut().and_then(|c| c[i].as_mut()) {
+                continuation.iter_mut().for_each(|m| *m = m.mirror());
             }
         }
     }

@@ -15,6 +15,7 @@ mod experiment;
 mod export;
 mod info;
 mod init;
+mod mate;
 mod nn_args;
 mod openings;
 mod perft;
@@ -41,6 +42,8 @@ pub enum Command {
     Perft(perft::Args),
     /// Rules oracle: read USI position lines on stdin, write legal moves, check and status as JSON.
     Rules(rules::Args),
+    /// Mate solver oracle: read USI position lines on stdin, write whether the side to move mates (df-pn) as JSON.
+    Mate(mate::Args),
     /// Print a board diagram of a position with both hands.
     Show(show::Args),
     /// Convert game records between CSA, KIF/KIFU, KI2, USI and SFEN, or print them as move text.
@@ -97,6 +100,7 @@ impl Command {
             Command::Info(args) => info::run(args),
             Command::Perft(args) => perft::run(args),
             Command::Rules(args) => rules::run(args),
+            Command::Mate(args) => mate::run(args),
             Command::Show(args) => show::run(args),
             Command::Bench(args) => bench::run(args),
             Command::Convert(args) => convert::run(args),

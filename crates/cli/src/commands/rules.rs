@@ -56,6 +56,13 @@ fn answer(line: &str, rules: &GameRules) -> serde_json::Value {
 
 pub fn run(args: Args) -> Result<()> {
     let rules = game_rules(&args);
+    serve_json_lines(|line| answer(line, &rules))
+}
+
+/// The loop of the oracle commands (`koma rules`, `koma mate`): one JSON answer per stdin line,
+/// flushed whenever the input has nothing more buffered (so a driver can talk line by line). A
+/// bug must not take the oracle down with the rest of the batch: a panic becomes an error line.
+pub(super) fn serve_json_lines(mut answer: impl FnMut(&str) -> serde_json::Value) -> Result<()> {
     let stdin = std::io::stdin();
     let mut input = stdin.lock();
     let stdout = std::io::stdout();
@@ -68,8 +75,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         let line = String::from_utf8_lossy(&buf);
         let line = line.trim_end_matches(['\n', '\r']);
-        // A bug must not take the oracle down with the rest of the batch: report it as an error line.
-        let value = std::panic::catch_unwind(|| answer(line, &rules))
+        let value = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| answer(line)))
             .unwrap_or_else(|_| json!({ "error": format!("internal error while handling {line:?}") }));
         writeln!(out, "{value}")?;
         if input.fill_buf().map(|b| b.is_empty()).unwrap_or(true) {

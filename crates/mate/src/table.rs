@@ -1,0 +1,187 @@
+//! The df-pn transposition table: clusters of entries indexed by the board (without hands) and
+//! the node type, each entry holding the attacker's hand it was computed for. Hand dominance
+//! makes one entry answer for many positions: a board proved with attacker hand H is proved for
+//! every hand holding at least H (the defender then has fewer pieces to drop, and the attacker's
+//! strategy still works); disproved with H, it is disproved for every hand holding at most H.
+//! Positions of one search conserve the pieces, so the board and the attacker's hand determine
+//! the defender's hand.
+
+use koma_shogi::Hand;
+
+/// Proof and disproof numbers: `INF` is a solved value, unsolved ones stay below it.
+pub const INF: u32 = u32::MAX;
+
+/// The table's default size in MiB.
+pub const DEFAULT_TABLE_MIB: usize = 64;
+
+const CLUSTER: usize = 8;
+
+/// A stored result.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Entry {
+    /// Board key with the node type mixed in; 0 marks an empty slot.
+    key: u64,
+    /// The attacker's hand the numbers hold for.
+    hand: Hand,
+    pub pn: u32,
+    pub dn: u32,
+    /// Solved entries: a proof's mate length (plies, an upper bound), or for a depth-limited
+    /// disproof the plies that were left (it holds for that many or fewer).
+    pub plies: u16,
+    /// A disproof that relied on the depth limit.
+    pub depth_limited: bool,
+    generation: u8,
+    /// Nodes searched below this entry (saturating): the replacement keeps the costly ones.
+    amount: u32,
+}
+
+/// What a lookup found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    pub pn: u32,
+    pub dn: u32,
+    /// See [`Entry::plies`].
+    pub plies: u16,
+    pub depth_limited: bool,
+}
+
+pub struct Table {
+    entries: Vec<Entry>,
+    /// Clusters − 1 (a power of two).
+    mask: usize,
+    generation: u8,
+}
+
+impl Table {
+    /// A table of about `mib` MiB (at least one cluster).
+    pub fn new(mib: usize) -> Table {
+        let bytes = mib.max(1) << 20;
+        let clusters = (bytes / (CLUSTER * std::mem::size_of::<Entry>())).max(1);
+        let clusters = if clusters.is_power_of_two() { clusters } else { clusters.next_power_of_two() / 2 };
+        Table { entries: vec![Entry::default(); clusters * CLUSTER], mask: clusters - 1, generation: 1 }
+    }
+
+    /// Forgets every entry (in O(1): entries of older generations are ignored and replaced).
+    pub fn new_search(&mut self) {
+        self.generation = self.generation.wrapping_add(1).max(1);
+        if self.generation == 1 {
+            // The counter wrapped: entries 255 searches old would look current.
+            self.entries.fill(Entry::default());
+        }
+    }
+
+    fn cluster(&self, key: u64) -> std::ops::Range<usize> {
+        let start = (key as usize & self.mask) * CLUSTER;
+        start..start + CLUSTER
+    }
+
+    /// The best knowledge about the position `key` with attacker hand `hand` and `plies_left`
+    /// plies of search left: a proof held by a hand it dominates (short enough), a disproof
+    /// held by a hand dominating it (for as many plies or more), or else the exact entry's
+    /// numbers; `None` when nothing applies.
+    pub fn lookup(&self, key: u64, hand: Hand, plies_left: u32) -> Option<Found> {
+        let mut exact = None;
+        for e in &self.entries[self.cluster(key)] {
+            if e.key != key || e.generation != self.generation {
+                continue;
+            }
+            let found = Found { pn: e.pn, dn: e.dn, plies: e.plies, depth_limited: e.depth_limited };
+            if e.pn == 0 {
+                if hand.dominates(e.hand) && u32::from(e.plies) <= plies_left {
+                    return Some(found);
+                }
+            } else if e.dn == 0 {
+                if e.hand.dominates(hand) && (!e.depth_limited || plies_left <= u32::from(e.plies)) {
+                    return Some(found);
+                }
+            } else if e.hand == hand {
+                exact = Some(found);
+            }
+        }
+        exact
+    }
+
+    /// Stores a result for `key` and `hand` (replacing the exact entry, an empty or stale slot,
+    /// or the unsolved, then solved, entry with the least work below it).
+    pub fn store(&mut self, key: u64, hand: Hand, found: Found, amount: u32) {
+        let generation = self.generation;
+        let range = self.cluster(key);
+        let cluster = &mut self.entries[range];
+        let slot = cluster
+            .iter()
+            .position(|e| e.key == key && e.hand == hand && e.generation == generation)
+            .or_else(|| cluster.iter().position(|e| e.key == 0 || e.generation != generation))
+            .unwrap_or_else(|| {
+                let solved = |e: &Entry| e.pn == 0 || e.dn == 0;
+                (0..CLUSTER).min_by_key(|&i| (solved(&cluster[i]), cluster[i].amount)).expect("clusters are not empty")
+            });
+        cluster[slot] = Entry {
+            key,
+            hand,
+            pn: found.pn,
+            dn: found.dn,
+            plies: found.plies,
+            depth_limited: found.depth_limited,
+            generation,
+            amount,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koma_shogi::PieceType;
+
+    fn hand(golds: u32, pawns: u32) -> Hand {
+        let mut h = Hand::EMPTY;
+        h.set(PieceType::Gold, golds);
+        h.set(PieceType::Pawn, pawns);
+        h
+    }
+
+    #[test]
+    fn dominance_and_depth_decide_what_a_lookup_returns() {
+        let mut t = Table::new(1);
+        let proof = Found { pn: 0, dn: INF, plies: 5, depth_limited: false };
+        t.store(42, hand(1, 0), proof, 10);
+        // A proof with one gold holds with more pieces, not with fewer, and only with 5 plies left.
+        assert_eq!(t.lookup(42, hand(1, 3), 7), Some(proof));
+        assert_eq!(t.lookup(42, hand(0, 3), 7), None);
+        assert_eq!(t.lookup(42, hand(1, 0), 3), None);
+        // A disproof with two golds holds with fewer pieces; a depth-limited one only for as
+        // many plies or fewer.
+        let disproof = Found { pn: INF, dn: 0, plies: 9, depth_limited: true };
+        t.store(7, hand(2, 0), disproof, 10);
+        assert_eq!(t.lookup(7, hand(1, 0), 9), Some(disproof));
+        assert_eq!(t.lookup(7, hand(2, 1), 9), None);
+        assert_eq!(t.lookup(7, hand(1, 0), 11), None);
+        // Unsolved numbers only for the exact hand.
+        let open = Found { pn: 3, dn: 4, plies: 0, depth_limited: false };
+        t.store(9, hand(1, 1), open, 10);
+        assert_eq!(t.lookup(9, hand(1, 1), 1), Some(open));
+        assert_eq!(t.lookup(9, hand(1, 2), 1), None);
+        // A new search forgets everything.
+        t.new_search();
+        assert_eq!(t.lookup(42, hand(1, 3), 7), None);
+    }
+
+    #[test]
+    fn a_full_cluster_keeps_solved_and_costly_entries() {
+        let mut t = Table::new(1);
+        let clusters = t.mask + 1;
+        let open = Found { pn: 2, dn: 2, plies: 0, depth_limited: false };
+        let proof = Found { pn: 0, dn: INF, plies: 1, depth_limited: false };
+        // Keys that share cluster 3.
+        let key = |i: usize| (3 + i * clusters) as u64;
+        t.store(key(0), Hand::EMPTY, proof, 1);
+        for i in 1..CLUSTER {
+            t.store(key(i), Hand::EMPTY, open, 100 + i as u32);
+        }
+        t.store(key(CLUSTER), Hand::EMPTY, open, 5);
+        // The cheapest unsolved entry (key 1) went; the proof stayed.
+        assert_eq!(t.lookup(key(0), Hand::EMPTY, 1), Some(proof));
+        assert_eq!(t.lookup(key(1), Hand::EMPTY, 1), None);
+        assert_eq!(t.lookup(key(CLUSTER), Hand::EMPTY, 1), Some(open));
+    }
+}
