@@ -190,3 +190,49 @@ def test_reaching_the_step_count_ends_the_run_normally_with_its_report(koma_bin,
     assert summary["stop_reason"] == "steps_reached", summary["stop_reason"]
     assert summary["train"]["final_step"] == 12
     assert summary["report"] is not None
+
+
+def test_two_hosts_feed_one_trainer_and_a_second_trainer_is_refused(koma_bin, tmp_path, config):
+    """Processes posing as two hosts (KOMA_HOST) share one run directory: their shards get
+    distinct names and both reach the one trainer; a trainer started from the other host while
+    the first runs is refused with the holder named."""
+    run = str(tmp_path / "run")
+    made = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "1", "--no-report", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    n0 = sum(read_shard(s)[0] for s in shards(run))
+    as_host = lambda host: dict(os.environ, KOMA_HOST=host)
+    trainer = subprocess.Popen([koma_bin, "train", "--run", run, "--follow", "--json"], env=as_host("host-a"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    selfplay = {h: subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"], env=as_host(h),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for h in ("host-a", "host-b")}
+    try:
+        wait_for(lambda: os.path.exists(os.path.join(run, "trainer.lease")), 120, trainer, "the trainer's lease")
+        second = subprocess.run([koma_bin, "train", "--run", run, "--follow"], env=as_host("host-b"),
+                                capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0
+        assert "being trained by host-a" in second.stderr and "trainer.lease" in second.stderr, second.stderr[-3000:]
+        by_host = lambda h: [s for s in shards(run) if os.path.basename(s).startswith(f"selfplay-{h}-")]
+        wait_for(lambda: len(by_host("host-a")) >= 2 and len(by_host("host-b")) >= 2, 300, trainer, "shards from both hosts")
+        # host-a stops; the trainer must count samples beyond everything host-a (and the first run) wrote.
+        selfplay["host-a"].send_signal(signal.SIGINT)
+        assert selfplay["host-a"].wait(timeout=120) == 0
+        fixed = n0 + sum(read_shard(s)[0] for s in by_host("host-a"))
+
+        def counted_host_b():
+            path = os.path.join(run, "train", "metrics.jsonl")
+            if not os.path.exists(path):
+                return False
+            return any(json.loads(l)["total_samples"] > fixed for l in open(path) if l.strip())
+
+        wait_for(counted_host_b, 300, trainer, "the trainer counting host-b's samples")
+    finally:
+        for p in (trainer, *selfplay.values()):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in (trainer, *selfplay.values()):
+            p.communicate(timeout=120)
+    assert trainer.returncode == 0
+    # The lease is released when the trainer ends.
+    assert not os.path.exists(os.path.join(run, "trainer.lease"))

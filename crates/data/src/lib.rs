@@ -8,6 +8,7 @@
 
 mod error;
 pub mod hcp;
+pub mod host;
 pub mod import;
 pub mod inspect;
 mod packed;

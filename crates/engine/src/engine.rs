@@ -18,6 +18,9 @@ use crate::options::Options;
 use crate::think::{self, Control, Job, MateSolver, TreeState};
 use crate::time::{truncate, GoParams};
 
+/// Stack of the search thread (virtual memory: only the pages a deep `go mate` touches are used).
+const SEARCH_STACK_BYTES: usize = 64 << 20;
+
 /// How the engine starts.
 pub struct EngineConfig {
     /// Initial option values (the command line's); `setoption` changes them.
@@ -252,7 +255,9 @@ impl Engine {
             tree: Arc::clone(&self.tree),
             mate: Arc::clone(&self.mate),
         };
-        match std::thread::Builder::new().name("koma-usi-search".into()).spawn(move || think::run(job)) {
+        // A large stack: `go mate` recurses one frame per ply of the mate (up to 1023).
+        let thread = std::thread::Builder::new().name("koma-usi-search".into()).stack_size(SEARCH_STACK_BYTES);
+        match thread.spawn(move || think::run(job)) {
             Ok(handle) => self.running = Some(Running { handle, control }),
             Err(e) => {
                 self.out.warn(&format!("cannot start the search thread ({e}): answering at once"));

@@ -7,7 +7,8 @@
 //!
 //! - [`options`]: the USI options (`Model`, `Device`, `Threads`, `BatchSize`, `Playouts`, …).
 //! - [`time`]: `go` arguments and time management (soft and hard deadlines, latency margin).
-//! - [`mate`]: a short checkmate search for `go mate` and quick mates before each move.
+//! - mates come from koma-mate: df-pn for `go mate` and beside the MCTS, the exact short search
+//!   for quick mates before each move.
 //! - [`score`]: win rate → centipawns for `info score cp`.
 //!
 //! docs/engine.md describes the protocol support, the options and the time management.

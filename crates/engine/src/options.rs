@@ -127,6 +127,54 @@ enum Value {
     Text(String),
 }
 
+/// Names other engines use for the same concepts (docs/engine.md), accepted by `setoption` so
+/// that settings written for YaneuraOu or dlshogi carry over: the alias and koma's option (values
+/// that differ in form are translated by [`alias`]). Not listed in the `usi` answer.
+const ALIASES: &[(&str, &str)] = &[
+    // YaneuraOu
+    ("EnteringKingRule", "ImpasseRule"),
+    // dlshogi
+    ("DNN_Model", "Model"),
+    ("DNN_Batch_Size", "BatchSize"),
+    ("Resign_Threshold", "ResignThreshold"),
+    ("Draw_Ply", "MaxMovesToDraw"),
+    ("Const_Playout", "Playouts"),
+    ("Byoyomi_Margin", "ByoyomiMargin"),
+    ("Mate_Root_Search", "MateRootPlies"),
+    ("DfPn_Hash", "MateHash"),
+];
+
+/// koma's option and value for an alias `name` (None when `name` is no alias); an error for a
+/// value the alias's engine allows but koma cannot honour.
+fn alias(name: &str, value: &str) -> Result<Option<(&'static str, String)>, String> {
+    let Some(&(alias, canonical)) = ALIASES.iter().find(|(a, _)| a.eq_ignore_ascii_case(name)) else {
+        return Ok(None);
+    };
+    let translated = match alias {
+        // YaneuraOu's rules; the `H` variants count a handicap game's points as the even game's.
+        "EnteringKingRule" => match value.to_ascii_lowercase().as_str() {
+            "noenteringking" => "none",
+            "csarule24" | "csarule24h" => "jsa24",
+            "csarule27" | "csarule27h" => "csa27",
+            // YaneuraOu's Try rule does not wait for both kings to enter.
+            "tryrule" => "try-unconditional",
+            _ => {
+                return Err(format!(
+                    "option EnteringKingRule: {value:?} is not one of NoEnteringKing, CSARule24, CSARule24H, CSARule27, CSARule27H, TryRule"
+                ))
+            }
+        }
+        .to_string(),
+        // dlshogi's threshold is per mille of win rate, koma's per cent.
+        "Resign_Threshold" => {
+            let n: u64 = value.parse().map_err(|_| format!("option Resign_Threshold: {value:?} is not a number"))?;
+            ((n + 5) / 10).to_string()
+        }
+        _ => value.to_string(),
+    };
+    Ok(Some((canonical, translated)))
+}
+
 impl Options {
     /// The `option name … type …` lines of the `usi` answer; defaults are the current values
     /// (so a `--model` given on the command line shows as the default).
@@ -184,10 +232,14 @@ impl Options {
     /// Applies `setoption name NAME value VALUE`. `Ok(Some(warning))` when the value was
     /// adjusted; `Err` when it was refused (the option keeps its value).
     pub fn set(&mut self, name: &str, value: &str) -> Result<Option<String>, String> {
+        let (name, value) = match alias(name, value.trim())? {
+            Some((canonical, translated)) => (canonical, translated),
+            None => (name, value.trim().to_string()),
+        };
+        let value = value.as_str();
         let Some(spec) = SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name)) else {
             return Err(format!("unknown option {name:?}"));
         };
-        let value = value.trim();
         let mut warning = None;
         let parsed = match spec.kind {
             Kind::Check => match value.to_ascii_lowercase().as_str() {
@@ -348,5 +400,41 @@ mod tests {
         assert_eq!(o.rules().impasse, ImpasseRule::Try);
         o.set("MaxMovesToDraw", "256").unwrap();
         assert_eq!(o.rules().max_plies, 256);
+    }
+
+    /// YaneuraOu's and dlshogi's names set koma's options, their values translated.
+    #[test]
+    fn other_engines_names_are_aliases() {
+        let mut o = Options::default();
+        for (value, rule) in [
+            ("NoEnteringKing", ImpasseRule::None),
+            ("CSARule24", ImpasseRule::Jsa24),
+            ("CSARule27H", ImpasseRule::Csa27),
+            ("TryRule", ImpasseRule::TryUnconditional),
+        ] {
+            assert_eq!(o.set("EnteringKingRule", value), Ok(None));
+            assert_eq!(o.rules().impasse, rule, "{value}");
+        }
+        assert!(o.set("EnteringKingRule", "Sometimes").unwrap_err().contains("CSARule27"));
+        o.set("DNN_Model", "/m/a.safetensors").unwrap();
+        assert_eq!(o.model.as_deref(), Some("/m/a.safetensors"));
+        o.set("DNN_Batch_Size", "64").unwrap();
+        assert_eq!(o.batch_size, 64);
+        // Per mille in dlshogi, per cent in koma.
+        o.set("Resign_Threshold", "50").unwrap();
+        assert_eq!(o.resign_threshold, 5);
+        assert!(o.set("Resign_Threshold", "lots").is_err());
+        o.set("Draw_Ply", "320").unwrap();
+        assert_eq!(o.rules().max_plies, 320);
+        o.set("Const_Playout", "800").unwrap();
+        assert_eq!(o.playouts, 800);
+        o.set("Byoyomi_Margin", "150").unwrap();
+        assert_eq!(o.byoyomi_margin, 150);
+        o.set("Mate_Root_Search", "33").unwrap();
+        assert_eq!(o.mate_root_plies, 33);
+        o.set("DfPn_Hash", "128").unwrap();
+        assert_eq!(o.mate_hash_mib, 128);
+        // Aliases are not offered to GUIs.
+        assert!(!o.usi_lines().iter().any(|l| l.contains("DNN_Model")));
     }
 }

@@ -41,6 +41,9 @@ fn handshake_lists_options_and_answers_readyok() {
         "ResignThreshold",
         "ByoyomiMargin",
         "EvalCoef",
+        "MateHash",
+        "MateRootPlies",
+        "MateRootNodes",
     ] {
         assert!(lines.iter().any(|l| l.starts_with(&format!("option name {name} type "))), "{name} missing: {lines:?}");
     }

@@ -243,7 +243,7 @@ impl Search<'_, '_, '_> {
         }
         let key = self.key(pos, or);
         let hand = pos.hand(self.attacker);
-        let moves: Vec<Move> = if or { pos.checking_moves() } else { pos.legal_moves().to_vec() };
+        let moves = node_moves(pos, or);
         if moves.is_empty() {
             let v = if or { Value::refutation() } else { Value::proof(0) };
             self.table.store(key, hand, v.found(), 1);
@@ -355,7 +355,7 @@ impl Search<'_, '_, '_> {
 
     /// The move the line takes at `pos` if the table proves every child it needs.
     fn next_on_line(&mut self, pos: &mut Position, or: bool, plies_left: u32) -> Option<Move> {
-        let moves: Vec<Move> = if or { pos.checking_moves() } else { pos.legal_moves().to_vec() };
+        let moves = node_moves(pos, or);
         let mut chosen: Option<(Move, u16)> = None;
         for mv in moves {
             pos.do_move(mv);
@@ -382,6 +382,17 @@ impl Search<'_, '_, '_> {
             }
         }
         chosen.map(|(mv, _)| mv)
+    }
+}
+
+/// An OR node's checks or an AND node's evasions. Not inlined: the move list it fills lives in
+/// its own short frame, not in every frame of the recursion (deep mates would overflow the stack).
+#[inline(never)]
+fn node_moves(pos: &Position, or: bool) -> Vec<Move> {
+    if or {
+        pos.checking_moves()
+    } else {
+        pos.legal_moves().to_vec()
     }
 }
 

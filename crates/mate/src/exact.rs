@@ -1,7 +1,7 @@
-//! A short checkmate search (tsume): iterative deepening over checks (attacker) and all evasions
-//! (defender), with a table of positions already shown not to mate within a depth. It answers
-//! `go mate` and, with a small depth and node budget, looks for a quick mate before every normal
-//! search.
+//! An exact short checkmate search (tsume): iterative deepening over checks (attacker) and all
+//! evasions (defender), with a table of positions already shown not to mate within a depth. With a
+//! small depth and node budget the USI engine looks for a quick mate with it before every normal
+//! search; the df-pn tests use it as their oracle.
 //!
 //! The line it returns is minimax-optimal within the depth: the attacker mates as fast as
 //! possible and the defender resists as long as possible. Lines through a repeated position
@@ -235,7 +235,7 @@ mod bench {
     use super::*;
 
     /// Cost of the quick mate search on positions from random games:
-    /// `cargo test --release -p koma-engine --lib mate::bench -- --ignored --nocapture`.
+    /// `cargo test --release -p koma-mate --lib exact::bench -- --ignored --nocapture`.
     #[test]
     #[ignore = "a measurement, not a check"]
     fn quick_mate_cost() {

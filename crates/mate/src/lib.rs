@@ -10,6 +10,7 @@
 //!   longest defence) for short mates, too slow past about 9 plies. The test oracle for df-pn.
 //! - [`verify_mate_line`]: replays a line and checks that it is a legal sequence of checks and
 //!   evasions ending in checkmate.
+//! - [`problems`]: a reproducible problem set (positions from random games) for tests and benches.
 //!
 //! Attacker moves are the legal checks (non-promotions included); defender moves are all legal
 //! evasions (interpositions included, however futile). Pawn-drop mate is illegal and never
@@ -18,6 +19,7 @@
 mod dfpn;
 pub mod exact;
 mod line;
+pub mod problems;
 mod table;
 
 pub use dfpn::{DfPn, Limits, Outcome};

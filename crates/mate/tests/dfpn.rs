@@ -3,6 +3,7 @@
 //! search does; proofs of no mate, depth-limited answers and limits are told apart.
 
 use koma_mate::exact::{MateResult, MateSearch};
+use koma_mate::problems::random_problems;
 use koma_mate::{verify_mate_line, DfPn, Limits, Outcome};
 use koma_shogi::{Color, Move, PieceType, Position};
 
@@ -61,46 +62,6 @@ fn a_mate_after_a_repetition_in_the_game() {
     assert_eq!(outcome, Outcome::Mate(vec![Move::from_usi("G*5b").unwrap()]));
 }
 
-/// A small deterministic PRNG, so that a failing position reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
-
-/// Positions from random games that favour captures (so hands fill and mates appear), the side
-/// to move holding at least one check.
-fn random_positions(count: usize, seed: u64) -> Vec<Position> {
-    let mut rng = Rng(seed);
-    let mut out = Vec::new();
-    while out.len() < count {
-        let mut pos = Position::startpos();
-        let plies = 40 + rng.below(120);
-        for _ in 0..plies {
-            let moves = pos.legal_moves();
-            if moves.is_empty() {
-                break;
-            }
-            let captures: Vec<Move> = moves.iter().copied().filter(|m| pos.piece_at(m.to()).is_some()).collect();
-            let m = if !captures.is_empty() && rng.below(4) > 0 {
-                captures[rng.below(captures.len())]
-            } else {
-                moves[rng.below(moves.len())]
-            };
-            pos.do_move(m);
-        }
-        if pos.has_legal_move() && !pos.checking_moves().is_empty() {
-            out.push(pos.without_history());
-        }
-    }
-    out
-}
-
 /// Within the same depth, df-pn finds a mate exactly when the exact search does, every line it
 /// returns is a verified mate no longer than the depth, and where it proves that no mate exists
 /// the exact search finds none two plies deeper either.
@@ -109,7 +70,7 @@ fn agrees_with_the_exact_search_on_random_positions() {
     const PLIES: u32 = 7;
     let mut solver = DfPn::new(16);
     let (mut mates, mut others, mut skipped, mut proofs) = (0, 0, 0, 0);
-    for (i, pos) in random_positions(120, 0x5eed_0001).into_iter().enumerate() {
+    for (i, pos) in random_problems(120, 0x5eed_0001).into_iter().enumerate() {
         let exact = MateSearch::new(1_000_000, None, None).run(&mut pos.clone(), PLIES);
         if exact == MateResult::Aborted {
             skipped += 1;
@@ -144,7 +105,7 @@ fn more_pieces_in_hand_never_hurt_the_attacker() {
     let mut solver = DfPn::new(16);
     let limits = Limits { max_plies: 9, max_nodes: 2_000_000, ..Limits::default() };
     let mut checked = 0;
-    for pos in random_positions(120, 0x5eed_0002) {
+    for pos in random_problems(120, 0x5eed_0002) {
         let attacker = pos.side_to_move();
         let outcome = solver.search(&pos, &limits);
         let (from, to) = match outcome {

@@ -347,11 +347,11 @@ fn log_failure(error: PipelineError) -> PipelineError {
     error
 }
 
-/// `selfplay-UNIXSECONDS-PID`: unique per process, so several self-play processes (and restarts)
-/// never write the same shard name.
+/// `selfplay-HOST-UNIXSECONDS-PID`: unique per process and host, so several self-play processes
+/// (on one machine or many sharing the run directory, and after restarts) never write the same
+/// shard name.
 pub fn shard_prefix() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    format!("selfplay-{secs}-{}", std::process::id())
+    koma_data::host::unique_prefix("selfplay")
 }
 
 /// The trainer's progress as pipeline events.

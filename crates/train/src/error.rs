@@ -42,6 +42,14 @@ pub enum TrainError {
 
     #[error("training diverged at step {step}: {what}")]
     Diverged { step: u64, what: String },
+
+    /// Another trainer holds the run directory's lease (one trainer per run).
+    #[error("{}: the run is being trained by {holder}; one trainer per run: stop that one first (a trainer that died without releasing the lease loses it after {stale_after} s without a heartbeat, or at once when it was a process of this host)", path.display())]
+    Leased { path: PathBuf, holder: String, stale_after: u64 },
+
+    /// Another trainer took the lease over while this one ran: it stopped without saving.
+    #[error("{}: another trainer took this run over (this one's heartbeat had stopped for too long); stopped without saving", path.display())]
+    LeaseLost { path: PathBuf },
 }
 
 pub type Result<T, E = TrainError> = std::result::Result<T, E>;

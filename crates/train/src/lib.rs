@@ -17,6 +17,7 @@
 pub mod batch;
 pub mod bench;
 pub mod config;
+pub mod lease;
 mod error;
 pub mod loader;
 pub mod metrics;

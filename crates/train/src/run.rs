@@ -14,6 +14,7 @@ use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::loader::{Loader, LoaderMsg, LoaderSetup, WaitInfo, WindowInfo};
 use crate::metrics::{Accumulator, MetricsLog, MetricsRecord, StepStats};
+use crate::lease::Lease;
 use crate::state;
 use crate::trainer::{ModelInit, Trainer};
 
@@ -196,6 +197,8 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         return Err(TrainError::Config("a step count (--steps) is required unless following (--follow)".into()));
     }
     let p = &options.paths;
+    // One trainer per run, also across hosts sharing the directory (lease.rs).
+    let lease = Lease::acquire(&p.run_dir)?;
     let (mut trainer, resumed) = prepare(options)?;
     let start_step = trainer.step();
     let start_samples = trainer.samples_seen();
@@ -250,6 +253,9 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
             if stopped(&options.stop) {
                 summary.stopped = true;
                 break;
+            }
+            if lease.lost() {
+                return Err(TrainError::LeaseLost { path: lease.path().to_path_buf() });
             }
             let Some(msg) = loader.recv_timeout(Duration::from_millis(200)) else { continue };
             match msg? {
@@ -306,15 +312,16 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         e => e,
     };
     // Keep the work done so far, also after a data error or a stop; not after a divergence,
-    // whose forward pass may have put NaN into the batch-norm statistics.
-    let diverged = matches!(result, Err(TrainError::Diverged { .. }));
-    if let (Some(stats), false, false) = (&last_stats, acc.is_empty(), diverged) {
+    // whose forward pass may have put NaN into the batch-norm statistics, nor once another
+    // trainer owns the run.
+    let save_nothing = matches!(result, Err(TrainError::Diverged { .. } | TrainError::LeaseLost { .. }));
+    if let (Some(stats), false, false) = (&last_stats, acc.is_empty(), save_nothing) {
         let rec = acc.finish(stats, window.window_samples, window.total_samples);
         log.append(&rec)?;
         progress(Progress::Metrics(&rec));
         summary.last_metrics = Some(rec);
     }
-    if trainer.step() != last_saved && !diverged {
+    if trainer.step() != last_saved && !save_nothing {
         let path = save(&mut trainer, p).map_err(last_good)?;
         progress(Progress::Checkpoint { step: trainer.step(), path: &path });
         summary.checkpoints.push(path);

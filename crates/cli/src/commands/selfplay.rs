@@ -134,7 +134,7 @@ pub fn run(args: Args) -> Result<()> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         starts = starts.with_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?;
     }
-    let prefix = format!("selfplay-{}", std::process::id());
+    let prefix = koma_pipeline::pipeline::shard_prefix();
     let writer = ShardWriter::spawn(&out, &prefix, args.games_per_shard)?;
     let records = match &args.records {
         Some(dir) => Some(

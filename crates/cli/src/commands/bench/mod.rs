@@ -5,6 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 mod data;
+mod mate;
 mod mcts;
 mod nn;
 mod rules;
@@ -21,6 +22,8 @@ pub struct Args {
 enum Target {
     /// perft and legal-move generation speed, against cshogi's perft in the same run.
     Rules(rules::Args),
+    /// df-pn mate solving: problems and nodes per second, against cshogi's df-pn on the same problems.
+    Mate(mate::Args),
     /// Search simulations per second with a zero-cost evaluator, and bytes per node.
     Mcts(mcts::Args),
     /// Network evaluations/s inside self-play against the plain forward pass of the same net.
@@ -36,6 +39,7 @@ enum Target {
 pub fn run(args: Args) -> Result<()> {
     match args.target {
         Target::Rules(a) => rules::run(a),
+        Target::Mate(a) => mate::run(a),
         Target::Mcts(a) => mcts::run(a),
         Target::Selfplay(a) => selfplay::run(a),
         Target::Nn(a) => nn::run(a),

@@ -1,0 +1,185 @@
+//! `koma bench mate`: df-pn on a reproducible problem set (koma_mate::problems), next to cshogi's
+//! df-pn on the same problems with the same depth and node limit (run through Python), each
+//! problem with a fresh table. Problems solved per second is the fair figure: the two count nodes
+//! alike (one per move made in the search) but spend different work per node.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use koma_mate::problems::random_problems;
+use koma_mate::{DfPn, Limits, Outcome};
+use serde::Deserialize;
+use serde_json::json;
+
+/// cshogi's df-pn, run by the venv's Python (embedded so the binary works from any directory).
+const CSHOGI_MATE: &str = include_str!("../../../../../python/koma/cshogi_mate.py");
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Python with cshogi installed (scripts/koma puts the project venv first on PATH).
+    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
+    python: String,
+    /// Skip the cshogi reference (no ratios).
+    #[arg(long)]
+    no_cshogi: bool,
+    /// Problems (positions from seeded random games with a check to give).
+    #[arg(long, default_value_t = 300)]
+    problems: usize,
+    /// Seed of the problem set.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Longest mate searched, in plies.
+    #[arg(long, default_value_t = 31)]
+    depth: u32,
+    /// Node limit per problem.
+    #[arg(long, default_value_t = 100_000)]
+    nodes: u64,
+    /// MiB of koma's table.
+    #[arg(long, default_value_t = koma_mate::DEFAULT_TABLE_MIB)]
+    hash: usize,
+}
+
+#[derive(Deserialize)]
+struct Reference {
+    mate: bool,
+    decided: bool,
+    nodes: u64,
+    seconds: f64,
+}
+
+/// One solver's totals over the problem set.
+#[derive(Default)]
+struct Totals {
+    mates: usize,
+    no_mates: usize,
+    undecided: usize,
+    nodes: u64,
+    seconds: f64,
+}
+
+impl Totals {
+    fn json(&self, problems: usize) -> serde_json::Value {
+        json!({
+            "mates": self.mates, "no_mates": self.no_mates, "undecided": self.undecided,
+            "nodes": self.nodes, "seconds": self.seconds,
+            "problems_per_second": problems as f64 / self.seconds,
+            "nodes_per_second": self.nodes as f64 / self.seconds,
+        })
+    }
+}
+
+fn run_cshogi(python: &str, jobs: &serde_json::Value) -> Result<Vec<Reference>> {
+    let mut child = Command::new(python)
+        .args(["-c", CSHOGI_MATE])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {python} for the cshogi reference (use --no-cshogi to skip it)"))?;
+    child.stdin.take().context("python stdin")?.write_all(jobs.to_string().as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!("the cshogi reference failed ({}); is cshogi installed for {python}?", output.status);
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("cshogi reference printed {l:?}")))
+        .collect()
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let problems = random_problems(args.problems, args.seed);
+    let mut solver = DfPn::new(args.hash);
+    let limits = Limits { max_plies: args.depth, max_nodes: args.nodes, ..Limits::default() };
+    let mut koma = Totals::default();
+    let mut outcomes = Vec::with_capacity(problems.len());
+    if !args.json {
+        eprintln!("koma df-pn: {} problems, depth {}, {} nodes each …", problems.len(), args.depth, args.nodes);
+    }
+    for pos in &problems {
+        let start = Instant::now();
+        let outcome = solver.search(pos, &limits);
+        koma.seconds += start.elapsed().as_secs_f64();
+        koma.nodes += solver.nodes();
+        match outcome {
+            Outcome::Mate(_) => koma.mates += 1,
+            Outcome::NoMate | Outcome::NoMateWithin => koma.no_mates += 1,
+            Outcome::Unknown => koma.undecided += 1,
+        }
+        outcomes.push(outcome);
+    }
+    let mut report = json!({
+        "bench": "mate", "problems": problems.len(), "seed": args.seed, "depth": args.depth,
+        "node_limit": args.nodes, "hash_mib": args.hash, "koma": koma.json(problems.len()),
+    });
+    if !args.no_cshogi {
+        if !args.json {
+            eprintln!("cshogi df-pn: the same problems and limits …");
+        }
+        let jobs: serde_json::Value = problems
+            .iter()
+            .map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes }))
+            .collect();
+        let references = run_cshogi(&args.python, &jobs)?;
+        if references.len() != problems.len() {
+            bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
+        }
+        let mut cshogi = Totals::default();
+        let mut disagreements = Vec::new();
+        for ((pos, outcome), r) in problems.iter().zip(&outcomes).zip(&references) {
+            cshogi.seconds += r.seconds;
+            cshogi.nodes += r.nodes;
+            match (r.mate, r.decided) {
+                (true, _) => cshogi.mates += 1,
+                (false, true) => cshogi.no_mates += 1,
+                (false, false) => cshogi.undecided += 1,
+            }
+            let koma_mate = matches!(outcome, Outcome::Mate(_));
+            let koma_refuted = matches!(outcome, Outcome::NoMate | Outcome::NoMateWithin);
+            if (koma_mate && !r.mate && r.decided) || (koma_refuted && r.mate) {
+                disagreements.push(pos.to_sfen());
+            }
+        }
+        let ratio = koma.json(problems.len())["problems_per_second"].as_f64().unwrap_or(f64::NAN)
+            / cshogi.json(problems.len())["problems_per_second"].as_f64().unwrap_or(f64::NAN);
+        report["cshogi"] = cshogi.json(problems.len());
+        report["problems_per_second_ratio_vs_cshogi"] = json!(ratio);
+        report["disagreements"] = json!(disagreements);
+    }
+    if args.json {
+        println!("{report}");
+    } else {
+        println!(
+            "{:<8} {:>6} {:>8} {:>10} {:>9} {:>10} {:>12}",
+            "solver", "mates", "no mate", "undecided", "seconds", "problems/s", "k nodes/s"
+        );
+        for name in ["koma", "cshogi"] {
+            let t = &report[name];
+            if t.is_null() {
+                continue;
+            }
+            println!(
+                "{:<8} {:>6} {:>8} {:>10} {:>9.2} {:>10.1} {:>12.0}",
+                name,
+                t["mates"],
+                t["no_mates"],
+                t["undecided"],
+                t["seconds"].as_f64().unwrap_or(f64::NAN),
+                t["problems_per_second"].as_f64().unwrap_or(f64::NAN),
+                t["nodes_per_second"].as_f64().unwrap_or(f64::NAN) / 1e3
+            );
+        }
+        if let Some(r) = report["problems_per_second_ratio_vs_cshogi"].as_f64() {
+            println!("problems/s, koma / cshogi: {r:.2}×");
+        }
+    }
+    if let Some(d) = report["disagreements"].as_array().filter(|d| !d.is_empty()) {
+        bail!("koma and cshogi disagree (one proves a mate the other refutes) on {} problems: {d:?}", d.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,90 @@
+"""The report of scripts/gpu-check: reads the step table (steps.tsv), each step's JSON output and
+the nvidia-smi samples from a gpu-check directory, and writes report.json and report.md there.
+Standard library only (the GPU machine may have no project venv)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import statistics
+
+
+def last_json(path: str):
+    """The last line of a step's output that parses as JSON (commands print one object)."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            return json.loads(line)
+        except ValueError:
+            continue
+    return None
+
+
+def gpu_samples(path: str) -> dict | None:
+    if not os.path.exists(path):
+        return None
+    util, mem = [], []
+    with open(path) as f:
+        for row in csv.reader(f):
+            try:
+                util.append(float(row[2]))
+                mem.append(float(row[3]))
+            except (IndexError, ValueError):
+                continue
+    if not util:
+        return None
+    return {"samples": len(util), "utilisation_mean": statistics.mean(util), "utilisation_max": max(util),
+            "memory_mib_max": max(mem)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dir")
+    ap.add_argument("--dry-run", default="0")
+    args = ap.parse_args()
+    steps = []
+    with open(os.path.join(args.dir, "steps.tsv")) as f:
+        for line in f:
+            name, rc, millis, command = line.rstrip("\n").split("\t", 3)
+            steps.append({"name": name, "ok": rc == "0", "exit_status": int(rc), "seconds": int(millis) / 1000,
+                          "command": command, "output": last_json(os.path.join(args.dir, f"{name}.json"))})
+    report = {"dry_run": args.dry_run == "1", "steps": steps,
+              "gpu": gpu_samples(os.path.join(args.dir, "nvidia-smi.csv"))}
+    with open(os.path.join(args.dir, "report.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+    md = ["# gpu-check report", ""]
+    if report["dry_run"]:
+        md += ["Dry run: every step on the CPU with the tiny net and tiny budgets (a check of the script, not figures).", ""]
+    info = next((s["output"] for s in steps if s["name"] == "info"), None)
+    if info:
+        md += [f"koma: `{json.dumps(info)}`", ""]
+    md += ["| step | status | seconds |", "|---|---|---:|"]
+    for s in steps:
+        md.append(f"| {s['name']} | {'ok' if s['ok'] else 'failed (' + str(s['exit_status']) + ')'} | {s['seconds']:.1f} |")
+    md.append("")
+    for s in steps:
+        if s["name"].startswith("bench-nn") and s["output"]:
+            md += [f"## {s['name']}", "", "```json", json.dumps(s["output"], indent=1)[:4000], "```", ""]
+    for s in steps:
+        if (s["name"].startswith("bench-train") or s["name"] in ("bench-selfplay", "pipeline")) and s["output"]:
+            md += [f"## {s['name']}", "", "```json", json.dumps(s["output"], indent=1)[:4000], "```", ""]
+    if report["gpu"]:
+        g = report["gpu"]
+        md += ["## GPU", "", f"{g['samples']} samples: utilisation mean {g['utilisation_mean']:.0f}%, "
+               f"max {g['utilisation_max']:.0f}%; memory max {g['memory_mib_max']:.0f} MiB", ""]
+    md += ["Commands:", "", "```sh"] + [s["command"] for s in steps] + ["```", ""]
+    with open(os.path.join(args.dir, "report.md"), "w") as f:
+        f.write("\n".join(md))
+    failed = [s["name"] for s in steps if not s["ok"]]
+    print(f"gpu-check: report in {args.dir}/report.md" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    raise SystemExit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+"""scripts/gpu-check in its dry mode (every step on the CPU with the tiny net and tiny budgets):
+each step runs and succeeds, and the report names them with their outputs."""
+
+import json
+import os
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_gpu_check_dry_run_writes_a_complete_report(koma_bin, tmp_path):
+    out = tmp_path / "check"
+    proc = subprocess.run([os.path.join(ROOT, "scripts", "gpu-check"), "--koma", koma_bin, "--out", str(out), "--dry-run"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert report["dry_run"] is True
+    names = [s["name"] for s in report["steps"]]
+    assert names == ["info", "bench-nn-f32", "bench-selfplay", "bench-train-f32", "pipeline"], names
+    for s in report["steps"]:
+        assert s["ok"], (s, (out / f"{s['name']}.log").read_text()[-2000:])
+        assert s["output"] is not None, s
+    assert report["steps"][1]["output"]["device"] == "cpu" and report["steps"][1]["output"]["nets"]
+    md = (out / "report.md").read_text()
+    assert "Dry run" in md and "| bench-train-f32 | ok |" in md
