@@ -4,8 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
-use koma_shogi::rules::GameRules;
 use koma_shogi::material::material;
+use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};
 use rand::{RngExt, SeedableRng};
 

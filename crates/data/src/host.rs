@@ -10,11 +10,8 @@ pub fn host_name() -> String {
         .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .unwrap_or_default();
-    let name: String = raw
-        .trim()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' })
-        .collect();
+    let name: String =
+        raw.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '-' }).collect();
     if name.is_empty() {
         "localhost".to_string()
     } else {

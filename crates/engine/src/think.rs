@@ -288,8 +288,12 @@ impl Job {
         let solver = guard.get(self.options.mate_hash_mib);
         let (mate_stop, found) = (AtomicBool::new(false), AtomicBool::new(false));
         let root = pos.clone();
-        let limits =
-            Limits { max_plies: root_plies, max_nodes: self.options.mate_root_nodes, deadline: None, stop: Some(&mate_stop) };
+        let limits = Limits {
+            max_plies: root_plies,
+            max_nodes: self.options.mate_root_nodes,
+            deadline: None,
+            stop: Some(&mate_stop),
+        };
         let (answer, outcome) = std::thread::scope(|scope| {
             let (root, found) = (&root, &found);
             let solving = std::thread::Builder::new().name("koma-usi-mate".into()).spawn_scoped(scope, move || {
@@ -563,7 +567,8 @@ impl Job {
                 Some(self.started + Duration::from_millis(ms.saturating_sub(self.options.byoyomi_margin.min(ms / 2))))
             }
         };
-        let limits = Limits { max_plies: MATE_MAX_PLIES, deadline, stop: Some(&self.control.stop), ..Limits::default() };
+        let limits =
+            Limits { max_plies: MATE_MAX_PLIES, deadline, stop: Some(&self.control.stop), ..Limits::default() };
         let mut guard = self.mate.lock().unwrap_or_else(|e| e.into_inner());
         let solver = guard.get(self.options.mate_hash_mib);
         let mut outcome = if self.pos.has_legal_move() { solver.search(&self.pos, &limits) } else { Outcome::NoMate };

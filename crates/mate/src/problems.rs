@@ -45,7 +45,10 @@ mod tests {
     fn the_same_seed_gives_the_same_problems_with_checks() {
         let a = random_problems(12, 7);
         let b = random_problems(12, 7);
-        assert_eq!(a.iter().map(Position::to_sfen).collect::<Vec<_>>(), b.iter().map(Position::to_sfen).collect::<Vec<_>>());
+        assert_eq!(
+            a.iter().map(Position::to_sfen).collect::<Vec<_>>(),
+            b.iter().map(Position::to_sfen).collect::<Vec<_>>()
+        );
         assert!(a.iter().all(|p| !p.checking_moves().is_empty() && p.has_legal_move()));
         assert_ne!(a[0].to_sfen(), random_problems(1, 8)[0].to_sfen());
     }

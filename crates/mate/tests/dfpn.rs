@@ -91,11 +91,17 @@ fn agrees_with_the_exact_search_on_random_positions() {
         // A proof of no mate holds deeper too.
         if outcome == Outcome::NoMate {
             let deeper = MateSearch::new(1_000_000, None, None).run(&mut pos.clone(), PLIES + 2);
-            assert!(!matches!(deeper, MateResult::Mate(_)), "position {i} {sfen}: df-pn proved no mate, exact: {deeper:?}");
+            assert!(
+                !matches!(deeper, MateResult::Mate(_)),
+                "position {i} {sfen}: df-pn proved no mate, exact: {deeper:?}"
+            );
             proofs += 1;
         }
     }
-    assert!(mates >= 20 && others >= 20 && proofs >= 5, "{mates} mates, {others} without ({proofs} proofs), {skipped} skipped");
+    assert!(
+        mates >= 20 && others >= 20 && proofs >= 5,
+        "{mates} mates, {others} without ({proofs} proofs), {skipped} skipped"
+    );
 }
 
 /// Hand dominance, checked on the positions themselves: a mate stays a mate when a piece moves
@@ -143,7 +149,11 @@ fn move_in_hand(pos: &Position, from: Color, to: Color, pt: PieceType) -> Positi
                 hand_text.push_str(&n.to_string());
             }
             let letter = pt.sfen_letter();
-            hand_text.push(if color == Color::Black { letter.to_ascii_uppercase() } else { letter.to_ascii_lowercase() });
+            hand_text.push(if color == Color::Black {
+                letter.to_ascii_uppercase()
+            } else {
+                letter.to_ascii_lowercase()
+            });
         }
     }
     if hand_text.is_empty() {

@@ -147,7 +147,8 @@ impl HostBatch {
             }
             let mu = targets.material_weight;
             if mu > 0.0 {
-                if let Some(balance) = continuation.and_then(|c| material_later(pos, s.played, c, loss.material_plies)) {
+                if let Some(balance) = continuation.and_then(|c| material_later(pos, s.played, c, loss.material_plies))
+                {
                     let p = 1.0 / (1.0 + (-(balance as f64) / loss.material_scale).exp()) as f32;
                     for (k, m) in [p, 0.0, 1.0 - p].into_iter().enumerate() {
                         v[k] = (1.0 - mu) * v[k] + mu * m;
@@ -459,8 +460,7 @@ mod tests {
         let take = Move::from_usi("5h5c").unwrap();
         let retake = Move::from_usi("6b5c").unwrap();
         let played = Sample { played: Some(take), ..sample(&pos, vec![(take, 1.0)], 1, flags::FULL_SEARCH) };
-        let config =
-            LossConfig { value_lambda: 1.0, material_weight: 0.5, material_plies: 1, ..Default::default() };
+        let config = LossConfig { value_lambda: 1.0, material_weight: 0.5, material_plies: 1, ..Default::default() };
         let targets = ContinuationTargets { replies: false, material_weight: 0.5 };
         let value_of = |sample: &Sample, plies: usize, continuation: Option<Vec<Move>>, targets| {
             let config = LossConfig { material_plies: plies, ..config.clone() };

@@ -538,7 +538,9 @@ impl TrainConfig {
         }
         let scale_ok = loss.material_scale > 0.0 && loss.material_scale.is_finite();
         if loss.material_weight > 0.0 && (loss.material_plies == 0 || !scale_ok) {
-            return bad("loss.material_plies must be at least 1 and loss.material_scale positive when material_weight > 0");
+            return bad(
+                "loss.material_plies must be at least 1 and loss.material_scale positive when material_weight > 0",
+            );
         }
         let w = &self.window;
         if w.size == 0 && (w.c <= 0.0 || w.alpha <= 0.0 || w.max == 0) {

@@ -70,7 +70,9 @@ fn process_runs(pid: u32) -> bool {
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the command name, which is in parentheses and may contain spaces.
-        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X')),
+        Ok(stat) => {
+            !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+        }
         Err(_) => false,
     }
 }
@@ -82,10 +84,17 @@ impl Lease {
     }
 
     /// [`Lease::acquire`] as a given host and process, with given timings (for tests).
-    pub fn acquire_as(run_dir: &Path, host: &str, pid: u32, heartbeat: Duration, stale_after: Duration) -> Result<Lease> {
+    pub fn acquire_as(
+        run_dir: &Path,
+        host: &str,
+        pid: u32,
+        heartbeat: Duration,
+        stale_after: Duration,
+    ) -> Result<Lease> {
         std::fs::create_dir_all(run_dir).map_err(crate::error::io(run_dir))?;
         let path = run_dir.join(LEASE_FILE);
-        let token = format!("{host}-{pid}-{}", SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+        let token =
+            format!("{host}-{pid}-{}", SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
         let me = Holder { host: host.to_string(), pid, token: token.clone(), heartbeat: now() };
         let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
         match created {
@@ -98,8 +107,7 @@ impl Lease {
                 let age = |h: &Holder| (now() - h.heartbeat).max(0.0);
                 let stale = match &current {
                     Some(h) => {
-                        age(h) > stale_after.as_secs_f64()
-                            || (h.host == host && h.pid != pid && !process_runs(h.pid))
+                        age(h) > stale_after.as_secs_f64() || (h.host == host && h.pid != pid && !process_runs(h.pid))
                     }
                     // Unreadable: being written, or garbage; stale once it is old.
                     None => std::fs::metadata(&path)
@@ -132,7 +140,7 @@ impl Lease {
         let stop = Arc::new(AtomicBool::new(false));
         let lost = Arc::new(AtomicBool::new(false));
         let thread = {
-            let (path, stop, lost, mut me) = (path.clone(), stop.clone(), lost.clone(), me);
+            let (file, stop, lost, mut me) = (path.clone(), stop.clone(), lost.clone(), me);
             std::thread::Builder::new()
                 .name("koma-train-lease".into())
                 .spawn(move || {
@@ -143,13 +151,13 @@ impl Lease {
                             continue;
                         }
                         since = std::time::Instant::now();
-                        if read_holder(&path).is_none_or(|h| h.token != me.token) {
+                        if read_holder(&file).is_none_or(|h| h.token != me.token) {
                             lost.store(true, Ordering::SeqCst);
                             return;
                         }
                         me.heartbeat = now();
-                        if let Err(e) = write_holder(&path, &me) {
-                            tracing::warn!("{}: cannot refresh the trainer's lease: {e}", path.display());
+                        if let Err(e) = write_holder(&file, &me) {
+                            tracing::warn!("{}: cannot refresh the trainer's lease: {e}", file.display());
                         }
                     }
                 })
@@ -174,11 +182,7 @@ fn held(path: &Path, holder: Option<&Holder>, age: impl Fn(&Holder) -> f64) -> T
         Some(h) => format!("{} (pid {}, heartbeat {:.0} s ago)", h.host, h.pid, age(h)),
         None => "another trainer (its lease file is being written)".to_string(),
     };
-    TrainError::Leased {
-        path: path.to_path_buf(),
-        holder: who,
-        stale_after: STALE_AFTER.as_secs(),
-    }
+    TrainError::Leased { path: path.to_path_buf(), holder: who, stale_after: STALE_AFTER.as_secs() }
 }
 
 impl Drop for Lease {
@@ -218,7 +222,8 @@ mod tests {
     #[test]
     fn a_stale_lease_is_taken_over_and_its_holder_learns_it() {
         let dir = tempfile::tempdir().unwrap();
-        let a = Lease::acquire_as(dir.path(), "host-a", 11, Duration::from_secs(3600), Duration::from_secs(60)).unwrap();
+        let a =
+            Lease::acquire_as(dir.path(), "host-a", 11, Duration::from_secs(3600), Duration::from_secs(60)).unwrap();
         // host-a's heartbeat stops: its file ages past the limit.
         let path = dir.path().join(LEASE_FILE);
         let mut h = read_holder(&path).unwrap();
@@ -260,7 +265,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         // A pid that does not run (far above any kernel's pid_max).
         let dead = u32::MAX - 7;
-        let stale = Lease::acquire_as(dir.path(), "host-a", dead, Duration::from_secs(3600), Duration::from_secs(60)).unwrap();
+        let stale =
+            Lease::acquire_as(dir.path(), "host-a", dead, Duration::from_secs(3600), Duration::from_secs(60)).unwrap();
         std::mem::forget(stale); // as if killed: the file stays
         let me = Lease::acquire_as(dir.path(), "host-a", std::process::id(), FAST, Duration::from_secs(60)).unwrap();
         assert_eq!(read_holder(&dir.path().join(LEASE_FILE)).unwrap().pid, std::process::id());

@@ -17,8 +17,8 @@
 pub mod batch;
 pub mod bench;
 pub mod config;
-pub mod lease;
 mod error;
+pub mod lease;
 pub mod loader;
 pub mod metrics;
 pub mod optim;

@@ -12,9 +12,9 @@ use serde::Serialize;
 
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
+use crate::lease::Lease;
 use crate::loader::{Loader, LoaderMsg, LoaderSetup, WaitInfo, WindowInfo};
 use crate::metrics::{Accumulator, MetricsLog, MetricsRecord, StepStats};
-use crate::lease::Lease;
 use crate::state;
 use crate::trainer::{ModelInit, Trainer};
 

@@ -121,10 +121,8 @@ pub fn run(args: Args) -> Result<()> {
         if !args.json {
             eprintln!("cshogi df-pn: the same problems and limits …");
         }
-        let jobs: serde_json::Value = problems
-            .iter()
-            .map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes }))
-            .collect();
+        let jobs: serde_json::Value =
+            problems.iter().map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes })).collect();
         let references = run_cshogi(&args.python, &jobs)?;
         if references.len() != problems.len() {
             bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
@@ -163,12 +161,13 @@ pub fn run(args: Args) -> Result<()> {
             if t.is_null() {
                 continue;
             }
+            let count = |k: &str| t[k].as_u64().unwrap_or(0);
             println!(
                 "{:<8} {:>6} {:>8} {:>10} {:>9.2} {:>10.1} {:>12.0}",
                 name,
-                t["mates"],
-                t["no_mates"],
-                t["undecided"],
+                count("mates"),
+                count("no_mates"),
+                count("undecided"),
                 t["seconds"].as_f64().unwrap_or(f64::NAN),
                 t["problems_per_second"].as_f64().unwrap_or(f64::NAN),
                 t["nodes_per_second"].as_f64().unwrap_or(f64::NAN) / 1e3
