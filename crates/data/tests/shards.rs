@@ -311,7 +311,7 @@ fn continuations_are_the_games_next_moves() {
             assert!(pos.legal_moves().contains(&m));
             pos.do_move(m);
         }
-        if continuation.first().is_some() {
+        if !continuation.is_empty() {
             some += 1;
         }
         if continuation.len() < PLIES {
