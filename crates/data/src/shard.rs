@@ -382,7 +382,8 @@ impl ShardReader {
                 let (start, end) = (*offsets.get(g)? as usize, (*offsets.get(g + 1)? as usize).min(moves.len()));
                 let at = start + s.ply as usize;
                 let Some(played) = s.played else {
-                    return (at <= end).then(Vec::new);
+                    // A final position stands at the game's end; anywhere else it is inconsistent.
+                    return (at == end).then(Vec::new);
                 };
                 if at >= end || moves[at] != played.to_u16() {
                     return None;

@@ -90,6 +90,8 @@ enum Answer {
 
 /// Most plies `go mate` searches (df-pn: a longer limit costs nothing until lines get that long).
 const MATE_MAX_PLIES: u32 = 1023;
+/// Stack of the root mate search's thread (one df-pn frame per ply, up to `MateRootPlies`).
+const MATE_STACK_BYTES: usize = 16 << 20;
 /// Node budget of the quick mate search before a normal search.
 const QUICK_MATE_NODES: u64 = 200_000;
 /// Seconds between periodic `info` lines.
@@ -279,8 +281,16 @@ impl Job {
             }
         }
 
-        let root_plies = self.options.mate_root_plies as u32;
-        if root_plies == 0 || !restrict.is_empty() {
+        // df-pn knows neither the Try rule (an evasion onto the Try square wins for the defender)
+        // nor the move limit: no root mate search under the former, and none longer than the
+        // plies left under the latter.
+        let mut root_plies = self.options.mate_root_plies as u32;
+        if self.options.max_moves_to_draw > 0 {
+            let played = u64::from(pos.move_number().saturating_sub(1));
+            root_plies =
+                root_plies.min(self.options.max_moves_to_draw.saturating_sub(played).min(u64::from(u32::MAX)) as u32);
+        }
+        if root_plies == 0 || !restrict.is_empty() || rule.is_try() {
             return self.mcts(&mut pos, &net, budget, node_limit, &restrict, None);
         }
         // df-pn at the root beside the MCTS (as dlshogi does): a mate it proves is played at once.
@@ -296,7 +306,8 @@ impl Job {
         };
         let (answer, outcome) = std::thread::scope(|scope| {
             let (root, found) = (&root, &found);
-            let solving = std::thread::Builder::new().name("koma-usi-mate".into()).spawn_scoped(scope, move || {
+            let thread = std::thread::Builder::new().name("koma-usi-mate".into()).stack_size(MATE_STACK_BYTES);
+            let solving = thread.spawn_scoped(scope, move || {
                 let outcome = solver.search(root, &limits);
                 if matches!(outcome, Outcome::Mate(_)) {
                     found.store(true, Ordering::Relaxed);

@@ -369,8 +369,23 @@ fn go_mate_answers_checkmate_lines() {
     e.send("position startpos");
     e.send("go mate 1000");
     assert_eq!(e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap(), "checkmate nomate");
-    // A position with many checks and no short mate: timeout.
-    e.send("position sfen 4k4/9/9/9/9/9/9/9/4K4 b RBGSNL 1");
+    // A long mate with many pieces in hand (df-pn finds one of 9 plies; the exact search of
+    // earlier versions gave up): a line that replays to mate.
+    let long = "4k4/9/9/9/9/9/9/9/4K4 b RBGSNL 1";
+    e.send(&format!("position sfen {long}"));
+    e.send("go mate 5000");
+    let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
+    let moves: Vec<Move> = line.split_whitespace().skip(1).map(|t| Move::from_usi(t).expect(t)).collect();
+    assert!(moves.len() >= 5, "{line}");
+    let mut pos = Position::from_sfen(long).unwrap();
+    for m in moves {
+        assert!(pos.is_legal(m), "{line}");
+        pos.do_move(m);
+    }
+    assert!(pos.legal_moves().is_empty(), "{line}");
+    // A lone rook in hand checks forever and never mates: no answer within the time but timeout
+    // (or a proof).
+    e.send("position sfen 4k4/9/9/9/9/9/9/9/4K4 b R 1");
     let t = Instant::now();
     e.send("go mate 500");
     let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();

@@ -201,8 +201,11 @@ fn beyond(second: u32) -> u32 {
 impl Search<'_, '_, '_> {
     fn key(&self, pos: &Position, or: bool) -> u64 {
         let k = pos.board_hash();
-        let k = if or { k } else { k ^ AND_NODE };
-        k | 1 // 0 marks an empty table slot
+        if or {
+            k
+        } else {
+            k ^ AND_NODE
+        }
     }
 
     /// Counts a descent; false once a limit is reached.

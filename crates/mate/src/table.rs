@@ -19,7 +19,7 @@ const CLUSTER: usize = 8;
 /// A stored result.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Entry {
-    /// Board key with the node type mixed in; 0 marks an empty slot.
+    /// Board key with the node type mixed in.
     key: u64,
     /// The attacker's hand the numbers hold for.
     hand: Hand,
@@ -30,6 +30,7 @@ pub struct Entry {
     pub plies: u16,
     /// A disproof that relied on the depth limit.
     pub depth_limited: bool,
+    /// The search that wrote it (0: never written; a table's generations start at 1).
     generation: u8,
     /// Nodes searched below this entry (saturating): the replacement keeps the costly ones.
     amount: u32,
@@ -110,7 +111,7 @@ impl Table {
         let slot = cluster
             .iter()
             .position(|e| e.key == key && e.hand == hand && e.generation == generation)
-            .or_else(|| cluster.iter().position(|e| e.key == 0 || e.generation != generation))
+            .or_else(|| cluster.iter().position(|e| e.generation != generation))
             .unwrap_or_else(|| {
                 let solved = |e: &Entry| e.pn == 0 || e.dn == 0;
                 (0..CLUSTER).min_by_key(|&i| (solved(&cluster[i]), cluster[i].amount)).expect("clusters are not empty")

@@ -464,7 +464,12 @@ mod tests {
         let targets = ContinuationTargets { replies: false, material_weight: 0.5 };
         let value_of = |sample: &Sample, plies: usize, continuation: Option<Vec<Move>>, targets| {
             let config = LossConfig { material_plies: plies, ..config.clone() };
-            let b = HostBatch::from_samples_with_continuations(std::slice::from_ref(sample), &[continuation], &config, targets);
+            let b = HostBatch::from_samples_with_continuations(
+                std::slice::from_ref(sample),
+                &[continuation],
+                &config,
+                targets,
+            );
             [b.value[0], b.value[1], b.value[2]]
         };
         // The plain target is a win; the material one is (p, 0, 1 − p), mixed half and half.

@@ -36,6 +36,18 @@ pub struct Holder {
     pub token: String,
     /// Unix seconds of the last heartbeat.
     pub heartbeat: f64,
+    /// The kernel boot and the PID namespace the holder ran in: only a holder of this very boot
+    /// and namespace can be found dead by its pid (containers sharing a host name have their own
+    /// PID spaces).
+    #[serde(default)]
+    pub machine: String,
+}
+
+/// This process's boot id and PID namespace (empty where /proc does not tell).
+fn machine_identity() -> String {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+    let namespace = std::fs::read_link("/proc/self/ns/pid").map(|p| p.display().to_string()).unwrap_or_default();
+    format!("{} {namespace}", boot.trim())
 }
 
 /// A held lease: released (the file removed) when dropped.
@@ -95,7 +107,9 @@ impl Lease {
         let path = run_dir.join(LEASE_FILE);
         let token =
             format!("{host}-{pid}-{}", SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
-        let me = Holder { host: host.to_string(), pid, token: token.clone(), heartbeat: now() };
+        let machine = machine_identity();
+        let me =
+            Holder { host: host.to_string(), pid, token: token.clone(), heartbeat: now(), machine: machine.clone() };
         let created = std::fs::OpenOptions::new().write(true).create_new(true).open(&path);
         match created {
             Ok(file) => {
@@ -107,7 +121,12 @@ impl Lease {
                 let age = |h: &Holder| (now() - h.heartbeat).max(0.0);
                 let stale = match &current {
                     Some(h) => {
-                        age(h) > stale_after.as_secs_f64() || (h.host == host && h.pid != pid && !process_runs(h.pid))
+                        age(h) > stale_after.as_secs_f64()
+                            || (h.host == host
+                                && h.machine == machine
+                                && !machine.trim().is_empty()
+                                && h.pid != pid
+                                && !process_runs(h.pid))
                     }
                     // Unreadable: being written, or garbage; stale once it is old.
                     None => std::fs::metadata(&path)
@@ -145,19 +164,36 @@ impl Lease {
                 .name("koma-train-lease".into())
                 .spawn(move || {
                     let mut since = std::time::Instant::now();
+                    let mut refreshed = now();
                     while !stop.load(Ordering::SeqCst) {
                         std::thread::sleep(Duration::from_millis(50).min(heartbeat));
                         if since.elapsed() < heartbeat {
                             continue;
                         }
                         since = std::time::Instant::now();
-                        if read_holder(&file).is_none_or(|h| h.token != me.token) {
+                        // Frozen (suspended, stopped) past the limit: a successor may hold it now.
+                        if now() - refreshed > stale_after.as_secs_f64() {
                             lost.store(true, Ordering::SeqCst);
                             return;
                         }
-                        me.heartbeat = now();
-                        if let Err(e) = write_holder(&file, &me) {
-                            tracing::warn!("{}: cannot refresh the trainer's lease: {e}", file.display());
+                        match std::fs::read_to_string(&file).map(|t| serde_json::from_str::<Holder>(&t)) {
+                            Ok(Ok(h)) if h.token == me.token => {
+                                me.heartbeat = now();
+                                match write_holder(&file, &me) {
+                                    Ok(()) => refreshed = me.heartbeat,
+                                    Err(e) => {
+                                        tracing::warn!("{}: cannot refresh the trainer's lease: {e}", file.display())
+                                    }
+                                }
+                            }
+                            Ok(Ok(_)) => {
+                                lost.store(true, Ordering::SeqCst);
+                                return;
+                            }
+                            // A read error (a stale NFS handle, EIO): try again at the next beat.
+                            Ok(Err(_)) | Err(_) => {
+                                tracing::warn!("{}: cannot read the trainer's lease", file.display())
+                            }
                         }
                     }
                 })
@@ -169,6 +205,20 @@ impl Lease {
     /// Whether another trainer has taken the lease over (this one must stop without saving).
     pub fn lost(&self) -> bool {
         self.lost.load(Ordering::SeqCst)
+    }
+
+    /// Reads the lease file now: false (and the lease counts as lost) when another trainer holds
+    /// it. Called before every save, so that a trainer that just woke from a freeze never writes
+    /// over its successor's run.
+    pub fn still_held(&self) -> bool {
+        if self.lost() {
+            return false;
+        }
+        if read_holder(&self.path).is_some_and(|h| h.token != self.token) {
+            self.lost.store(true, Ordering::SeqCst);
+            return false;
+        }
+        true
     }
 
     /// The lease file.

@@ -292,6 +292,9 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
                     }
                     last_stats = Some(stats);
                     if trainer.step() % config.checkpoint_every == 0 {
+                        if !lease.still_held() {
+                            return Err(TrainError::LeaseLost { path: lease.path().to_path_buf() });
+                        }
                         let path = save(&mut trainer, p)?;
                         last_saved = trainer.step();
                         progress(Progress::Checkpoint { step: trainer.step(), path: &path });
@@ -314,7 +317,8 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     // Keep the work done so far, also after a data error or a stop; not after a divergence,
     // whose forward pass may have put NaN into the batch-norm statistics, nor once another
     // trainer owns the run.
-    let save_nothing = matches!(result, Err(TrainError::Diverged { .. } | TrainError::LeaseLost { .. }));
+    let save_nothing =
+        matches!(result, Err(TrainError::Diverged { .. } | TrainError::LeaseLost { .. })) || !lease.still_held();
     if let (Some(stats), false, false) = (&last_stats, acc.is_empty(), save_nothing) {
         let rec = acc.finish(stats, window.window_samples, window.total_samples);
         log.append(&rec)?;
