@@ -3,11 +3,9 @@
 //! problem with a fresh table. Problems solved per second is the fair figure: the two count nodes
 //! alike (one per move made in the search) but spend different work per node.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use koma_mate::problems::random_problems;
 use koma_mate::{DfPn, Limits, Outcome};
 use serde::Deserialize;
@@ -73,25 +71,6 @@ impl Totals {
     }
 }
 
-fn run_cshogi(python: &str, jobs: &serde_json::Value) -> Result<Vec<Reference>> {
-    let mut child = Command::new(python)
-        .args(["-c", CSHOGI_MATE])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {python} for the cshogi reference (use --no-cshogi to skip it)"))?;
-    child.stdin.take().context("python stdin")?.write_all(jobs.to_string().as_bytes())?;
-    let output = child.wait_with_output()?;
-    if !output.status.success() {
-        bail!("the cshogi reference failed ({}); is cshogi installed for {python}?", output.status);
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).with_context(|| format!("cshogi reference printed {l:?}")))
-        .collect()
-}
-
 pub fn run(args: Args) -> Result<()> {
     let problems = random_problems(args.problems, args.seed);
     let mut solver = DfPn::new(args.hash);
@@ -123,7 +102,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         let jobs: serde_json::Value =
             problems.iter().map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes })).collect();
-        let references = run_cshogi(&args.python, &jobs)?;
+        let references: Vec<Reference> = super::run_cshogi(&args.python, CSHOGI_MATE, &jobs)?;
         if references.len() != problems.len() {
             bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
         }

@@ -47,3 +47,31 @@ pub fn run(args: Args) -> Result<()> {
         Target::Data(a) => data::run(a),
     }
 }
+
+/// Runs a cshogi reference script (embedded Python) with `jobs` as JSON on its stdin and parses
+/// one JSON object per line of its output.
+pub(crate) fn run_cshogi<T: serde::de::DeserializeOwned>(
+    python: &str,
+    script: &str,
+    jobs: &serde_json::Value,
+) -> Result<Vec<T>> {
+    use anyhow::{bail, Context};
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(python)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .with_context(|| format!("starting {python} for the cshogi reference (use --no-cshogi to skip it)"))?;
+    child.stdin.take().context("python stdin")?.write_all(jobs.to_string().as_bytes())?;
+    let output = child.wait_with_output()?;
+    if !output.status.success() {
+        bail!("the cshogi reference failed ({}); is cshogi installed for {python}?", output.status);
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).with_context(|| format!("cshogi reference printed {l:?}")))
+        .collect()
+}

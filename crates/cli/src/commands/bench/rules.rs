@@ -1,11 +1,9 @@
 //! `koma bench rules`: perft speed on three standard positions and the cost of one legal-move
 //! generation, next to cshogi's bulk perft on the same positions (run through Python).
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use koma_shogi::{perft, MoveList, Position};
 use serde::Deserialize;
 use serde_json::json;
@@ -50,25 +48,6 @@ struct ReferenceResult {
     seconds: f64,
 }
 
-fn run_cshogi(python: &str, jobs: &serde_json::Value) -> Result<Vec<ReferenceResult>> {
-    let mut child = Command::new(python)
-        .args(["-c", CSHOGI_PERFT])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("starting {python} for the cshogi reference (use --no-cshogi to skip it)"))?;
-    child.stdin.take().context("python stdin")?.write_all(jobs.to_string().as_bytes())?;
-    let output = child.wait_with_output()?;
-    if !output.status.success() {
-        bail!("the cshogi reference failed ({}); is cshogi installed for {python}?", output.status);
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).with_context(|| format!("cshogi reference printed {l:?}")))
-        .collect()
-}
-
 /// Nanoseconds per `generate_legal` call on `pos`, over about a quarter of a second.
 fn movegen_ns(pos: &Position) -> (f64, usize) {
     let mut list = MoveList::new();
@@ -107,7 +86,9 @@ pub fn run(args: Args) -> Result<()> {
             if !args.json {
                 eprintln!("round {}: cshogi perft (same positions and depths) …", round + 1);
             }
-            for (i, reference) in run_cshogi(&args.python, &jobs)?.into_iter().enumerate() {
+            for (i, reference) in
+                super::run_cshogi::<ReferenceResult>(&args.python, CSHOGI_PERFT, &jobs)?.into_iter().enumerate()
+            {
                 if reference.nodes != nodes[i] {
                     bail!(
                         "node counts differ from cshogi on {}: koma {} vs cshogi {}",
