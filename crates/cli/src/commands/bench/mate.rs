@@ -19,12 +19,8 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Python with cshogi installed (scripts/koma puts the project venv first on PATH).
-    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
-    python: String,
-    /// Skip the cshogi reference (no ratios).
-    #[arg(long)]
-    no_cshogi: bool,
+    #[command(flatten)]
+    cshogi: super::CshogiArgs,
     /// Problems (positions from seeded random games with a check to give).
     #[arg(long, default_value_t = 300)]
     problems: usize,
@@ -96,13 +92,13 @@ pub fn run(args: Args) -> Result<()> {
         "bench": "mate", "problems": problems.len(), "seed": args.seed, "depth": args.depth,
         "node_limit": args.nodes, "hash_mib": args.hash, "koma": koma.json(problems.len()),
     });
-    if !args.no_cshogi {
+    if !args.cshogi.skip {
         if !args.json {
             eprintln!("cshogi df-pn: the same problems and limits …");
         }
         let jobs: serde_json::Value =
             problems.iter().map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes })).collect();
-        let references: Vec<Reference> = super::run_cshogi(&args.python, CSHOGI_MATE, &jobs)?;
+        let references: Vec<Reference> = super::run_cshogi(&args.cshogi.python, CSHOGI_MATE, &jobs)?;
         if references.len() != problems.len() {
             bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
         }

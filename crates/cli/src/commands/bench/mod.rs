@@ -48,6 +48,17 @@ pub fn run(args: Args) -> Result<()> {
     }
 }
 
+/// The cshogi reference of the benches that compare with it (`bench rules`, `bench mate`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CshogiArgs {
+    /// Python with cshogi installed (scripts/koma puts the project venv first on PATH).
+    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
+    python: String,
+    /// Skip the cshogi reference (no ratios).
+    #[arg(long = "no-cshogi")]
+    skip: bool,
+}
+
 /// Runs a cshogi reference script (embedded Python) with `jobs` as JSON on its stdin and parses
 /// one JSON object per line of its output.
 pub(crate) fn run_cshogi<T: serde::de::DeserializeOwned>(

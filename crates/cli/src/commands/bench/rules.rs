@@ -28,12 +28,8 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
-    /// Python with cshogi installed (scripts/koma puts the project venv first on PATH).
-    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
-    python: String,
-    /// Skip the cshogi reference (no ratios).
-    #[arg(long)]
-    no_cshogi: bool,
+    #[command(flatten)]
+    cshogi: super::CshogiArgs,
     /// Reduce every depth by this much (for a quick smoke run).
     #[arg(long, default_value_t = 0)]
     shallower: u32,
@@ -82,12 +78,12 @@ pub fn run(args: Args) -> Result<()> {
             nodes[i] = perft(&mut pos, depth(case));
             best_koma[i] = best_koma[i].min(start.elapsed().as_secs_f64());
         }
-        if !args.no_cshogi {
+        if !args.cshogi.skip {
             if !args.json {
                 eprintln!("round {}: cshogi perft (same positions and depths) …", round + 1);
             }
             for (i, reference) in
-                super::run_cshogi::<ReferenceResult>(&args.python, CSHOGI_PERFT, &jobs)?.into_iter().enumerate()
+                super::run_cshogi::<ReferenceResult>(&args.cshogi.python, CSHOGI_PERFT, &jobs)?.into_iter().enumerate()
             {
                 if reference.nodes != nodes[i] {
                     bail!(
@@ -111,7 +107,7 @@ pub fn run(args: Args) -> Result<()> {
             "seconds": best_koma[i], "nps": nps,
             "legal_moves": legal, "movegen_ns_per_call": ns, "movegen_calls_per_second": 1e9 / ns,
         });
-        if !args.no_cshogi {
+        if !args.cshogi.skip {
             let cshogi_nps = nodes[i] as f64 / best_cshogi[i];
             row["cshogi_seconds"] = json!(best_cshogi[i]);
             row["cshogi_nps"] = json!(cshogi_nps);
