@@ -66,6 +66,36 @@ pub struct InferenceStats {
     pub busy_ns: AtomicU64,
 }
 
+impl InferenceStats {
+    /// The counters now.
+    pub fn counts(&self) -> InferenceCounts {
+        InferenceCounts {
+            positions: self.positions.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            busy_ns: self.busy_ns.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A reading of [`InferenceStats`]; readings of several services add up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InferenceCounts {
+    pub positions: u64,
+    pub batches: u64,
+    pub busy_ns: u64,
+}
+
+impl std::ops::Add for InferenceCounts {
+    type Output = InferenceCounts;
+    fn add(self, o: InferenceCounts) -> InferenceCounts {
+        InferenceCounts {
+            positions: self.positions + o.positions,
+            batches: self.batches + o.batches,
+            busy_ns: self.busy_ns + o.busy_ns,
+        }
+    }
+}
+
 /// The inference thread. Dropping the server waits for the thread, which ends once every client
 /// is gone too.
 pub struct InferenceServer {

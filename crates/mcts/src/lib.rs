@@ -19,7 +19,7 @@ mod tree;
 pub use cache::{EvalCache, EVAL_CACHE_ENTRY_BYTES};
 pub use config::{RootSelection, SearchConfig};
 pub use evaluator::{check_evaluations, panic_message, EvalError, Evaluation, Evaluator, UniformEvaluator};
-pub use inference::{EvaluatorSlot, InferenceClient, InferenceServer, InferenceStats, Pending};
+pub use inference::{EvaluatorSlot, InferenceClient, InferenceCounts, InferenceServer, InferenceStats, Pending};
 pub use rng::Rng;
 pub use search::{LeafId, RootChild, Search, Selection};
 pub use tree::{EDGE_BYTES, NODE_BYTES};

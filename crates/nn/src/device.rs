@@ -70,6 +70,106 @@ impl DeviceSpec {
     }
 }
 
+/// Several devices, as the user lists them: `cuda:0,cuda:1`, `cuda:all` (every visible CUDA
+/// device), or one device as before. Self-play runs an inference service on each; the trainer
+/// keeps a replica on each (data parallel). A device may be listed twice (`cpu,cpu` gives two CPU
+/// replicas, which is how the data-parallel code is tested without GPUs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DeviceList {
+    Listed(Vec<DeviceSpec>),
+    /// `cuda:all`: every CUDA device the process sees.
+    AllCuda,
+}
+
+impl FromStr for DeviceList {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<DeviceList> {
+        if matches!(s.trim().to_ascii_lowercase().as_str(), "cuda:all" | "cuda:*" | "all") {
+            return Ok(DeviceList::AllCuda);
+        }
+        let specs = s
+            .split(',')
+            .map(|d| match d.trim() {
+                "" => Err(Error::Device(format!("{s:?} (an empty entry in the device list)"))),
+                d => d.parse::<DeviceSpec>(),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DeviceList::Listed(specs))
+    }
+}
+
+impl fmt::Display for DeviceList {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceList::AllCuda => f.write_str("cuda:all"),
+            DeviceList::Listed(specs) => {
+                let names: Vec<String> = specs.iter().map(DeviceSpec::to_string).collect();
+                f.write_str(&names.join(","))
+            }
+        }
+    }
+}
+
+impl DeviceList {
+    /// The devices, each checked as [`DeviceSpec::resolve`] does.
+    pub fn resolve(&self) -> Result<Vec<Device>> {
+        match self {
+            DeviceList::Listed(specs) => specs.iter().map(|d| d.resolve()).collect(),
+            DeviceList::AllCuda => {
+                let count = if Cuda::is_available() { Cuda::device_count() as usize } else { 0 };
+                if count == 0 {
+                    return Err(Error::Unavailable(
+                        "device cuda:all requested but CUDA is not available (no GPU, no driver, or a CPU-only libtorch)"
+                            .into(),
+                    ));
+                }
+                Ok((0..count).map(Device::Cuda).collect())
+            }
+        }
+    }
+
+    /// The devices as specs (for [`RunOptions`]), `cuda:all` expanded.
+    pub fn specs(&self) -> Result<Vec<DeviceSpec>> {
+        Ok(match self {
+            DeviceList::Listed(specs) => specs.clone(),
+            DeviceList::AllCuda => self
+                .resolve()?
+                .into_iter()
+                .map(|d| if let Device::Cuda(n) = d { DeviceSpec::Cuda(n) } else { DeviceSpec::Cpu })
+                .collect(),
+        })
+    }
+}
+
+/// The names of several tch devices, comma-separated (`cuda:0,cuda:1`).
+pub fn device_names(devices: &[Device]) -> String {
+    devices.iter().map(|&d| device_name(d)).collect::<Vec<_>>().join(",")
+}
+
+/// A config's `device`: one name or a TOML array of names; read as one comma-separated string,
+/// so that `device = ["cuda:0", "cuda:1"]` and `device = "cuda:0,cuda:1"` mean the same.
+pub fn deserialize_device_list<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => s,
+        OneOrMany::Many(v) => v.join(","),
+    })
+}
+
+/// The JSON schema of a device field: a name or an array of names.
+#[derive(schemars::JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum DeviceField {
+    One(String),
+    Many(Vec<String>),
+}
+
 /// The name of a tch device, as the user would write it.
 pub fn device_name(device: Device) -> String {
     match device {
@@ -175,6 +275,35 @@ mod tests {
         assert!("cuda:x".parse::<DeviceSpec>().is_err());
         assert!("tpu".parse::<DeviceSpec>().is_err());
         assert_eq!(DeviceSpec::Cuda(2).to_string(), "cuda:2");
+    }
+
+    #[test]
+    fn parse_device_lists() {
+        let list = "cuda:0, cuda:1".parse::<DeviceList>().unwrap();
+        assert_eq!(list, DeviceList::Listed(vec![DeviceSpec::Cuda(0), DeviceSpec::Cuda(1)]));
+        assert_eq!(list.to_string(), "cuda:0,cuda:1");
+        assert_eq!("cpu".parse::<DeviceList>().unwrap(), DeviceList::Listed(vec![DeviceSpec::Cpu]));
+        assert_eq!("cpu,cpu".parse::<DeviceList>().unwrap().resolve().unwrap(), vec![Device::Cpu, Device::Cpu]);
+        assert_eq!("CUDA:ALL".parse::<DeviceList>().unwrap(), DeviceList::AllCuda);
+        assert!("cuda:0,,cuda:1".parse::<DeviceList>().unwrap_err().to_string().contains("empty entry"));
+        assert!("cpu,tpu".parse::<DeviceList>().is_err());
+        if !Cuda::is_available() {
+            assert!(DeviceList::AllCuda.resolve().unwrap_err().to_string().contains("cuda:all"));
+        }
+    }
+
+    #[test]
+    fn a_device_field_is_a_name_or_a_list() {
+        #[derive(Deserialize)]
+        struct C {
+            #[serde(deserialize_with = "deserialize_device_list")]
+            device: String,
+        }
+        let one: C = toml::from_str("device = \"cuda:1\"").unwrap();
+        assert_eq!(one.device, "cuda:1");
+        let many: C = toml::from_str("device = [\"cuda:0\", \"cuda:1\"]").unwrap();
+        assert_eq!(many.device, "cuda:0,cuda:1");
+        assert!(toml::from_str::<C>("device = 3").is_err());
     }
 
     #[test]

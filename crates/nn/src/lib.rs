@@ -23,7 +23,7 @@ mod search_evaluator;
 
 pub use checkpoint::{CheckpointMeta, EncodingInfo, TrainingInfo};
 pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
-pub use device::{DeviceSpec, Precision, RunOptions};
+pub use device::{DeviceList, DeviceSpec, Precision, RunOptions};
 pub use encoding::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 pub use error::{Error, Result};
 pub use inference::{Network, RawOutput, SharedNetwork};

@@ -46,7 +46,12 @@ pub struct RunConfig {
     /// A stage that makes no progress this long (self-play plays no move; the trainer neither
     /// steps nor waits for data) shows in the status line and the log (0: not watched).
     pub stall_minutes: f64,
-    /// `auto`, `cpu`, `cuda` or `cuda:N`, for self-play inference and the trainer alike.
+    /// `auto`, `cpu`, `cuda` or `cuda:N`, for self-play inference and the trainer alike; or
+    /// several (`["cuda:0", "cuda:1"]`, `"cuda:0,cuda:1"`, `cuda:all`): self-play runs an
+    /// inference service on each (workers spread over them) and the trainer a data-parallel
+    /// replica on each (docs/cluster.md).
+    #[serde(deserialize_with = "koma_nn::device::deserialize_device_list")]
+    #[schemars(with = "koma_nn::device::DeviceField")]
     pub device: String,
     /// Self-play inference precision: `auto` (f16 on CUDA, f32 on the CPU), `f32`, `f16`, `bf16`.
     /// The trainer's precision is `[train] precision`.
@@ -222,6 +227,13 @@ impl PipelineConfig {
         PipelineConfig::parse(&text, &path.display().to_string())
     }
 
+    /// The config with `[run] device` replaced (`koma pipeline --device`), checked again.
+    pub fn with_device(mut self, device: &str) -> Result<PipelineConfig> {
+        self.run.device = device.to_string();
+        self.validate().map_err(|message| PipelineError::Config { origin: "--device".into(), message })?;
+        Ok(self)
+    }
+
     /// The embedded default (`configs/tiny-cpu.toml`).
     pub fn embedded_default() -> PipelineConfig {
         PipelineConfig::parse(DEFAULT_CONFIG, "configs/tiny-cpu.toml (embedded)")
@@ -230,13 +242,22 @@ impl PipelineConfig {
 
     fn validate(&self) -> std::result::Result<(), String> {
         self.selfplay.validate().map_err(|e| format!("[selfplay] {e}"))?;
-        self.train.validate().map_err(|e| format!("[train] {e}"))?;
+        self.train_config().validate().map_err(|e| format!("[train] {e}"))?;
         self.train.loss.reply_weight_for(self.model.aux_reply_head).map_err(|e| e.to_string())?;
         // The pipeline runs both stages on one device: [run] says which, once.
         if self.train.device != TrainConfig::default().device || self.train.threads.is_some() {
             return Err("[train] device and threads are set in [run] for the pipeline (device, threads)".into());
         }
-        self.run.device.parse::<koma_nn::DeviceSpec>().map_err(|e| format!("[run] device: {e}"))?;
+        let devices = self.run.device.parse::<koma_nn::DeviceList>().map_err(|e| format!("[run] device: {e}"))?;
+        if let koma_nn::DeviceList::Listed(list) = &devices {
+            if list.len() > self.selfplay.workers.max(1) {
+                return Err(format!(
+                    "[run] device lists {} devices but [selfplay] workers is {}: each device needs a worker",
+                    list.len(),
+                    self.selfplay.workers
+                ));
+            }
+        }
         self.run
             .inference_precision
             .parse::<koma_nn::Precision>()
@@ -282,14 +303,22 @@ impl PipelineConfig {
         c
     }
 
-    /// How self-play networks run.
-    pub fn inference_options(&self) -> Result<koma_nn::RunOptions> {
+    /// How the arena's and the gatekeeper's networks run: on the first of the run's devices.
+    pub fn evaluation_options(&self) -> Result<koma_nn::RunOptions> {
+        Ok(self.inference_options()?.swap_remove(0))
+    }
+
+    /// How self-play networks run: one set of options per device (never empty).
+    pub fn inference_options(&self) -> Result<Vec<koma_nn::RunOptions>> {
         let bad = |message: String| PipelineError::Config { origin: "[run]".into(), message };
-        Ok(koma_nn::RunOptions {
-            device: self.run.device.parse().map_err(|e| bad(format!("device: {e}")))?,
-            precision: self.run.inference_precision.parse().map_err(|e| bad(format!("inference_precision: {e}")))?,
-            cpu_threads: (self.run.threads > 0).then_some(self.run.threads),
-        })
+        let devices = self.run.device.parse::<koma_nn::DeviceList>().and_then(|d| d.specs());
+        let precision = self.run.inference_precision.parse().map_err(|e| bad(format!("inference_precision: {e}")))?;
+        let cpu_threads = (self.run.threads > 0).then_some(self.run.threads);
+        Ok(devices
+            .map_err(|e| bad(format!("device: {e}")))?
+            .into_iter()
+            .map(|device| koma_nn::RunOptions { device, precision, cpu_threads })
+            .collect())
     }
 
     /// The rules arena games are played under: the run's rules ([selfplay] impasse and
@@ -357,6 +386,30 @@ mod tests {
         assert!(e.contains("[run]"), "{e}");
         let e = PipelineConfig::parse("[arena]\nreferences = [\"grumpy\"]\n", "x.toml").unwrap_err().to_string();
         assert!(e.contains("grumpy"), "{e}");
+    }
+
+    /// `[run] device` as a list: one inference option per device, the trainer on all of them;
+    /// a device without a self-play worker, or more devices than batch rows, is refused.
+    #[test]
+    fn several_devices() {
+        let text = "[run]\ndevice = [\"cpu\", \"cpu\"]\n[selfplay]\nworkers = 2\n";
+        let c = PipelineConfig::parse(text, "x.toml").unwrap();
+        assert_eq!(c.run.device, "cpu,cpu");
+        assert_eq!(c.inference_options().unwrap().len(), 2);
+        assert_eq!(c.evaluation_options().unwrap().device, koma_nn::DeviceSpec::Cpu);
+        assert_eq!(c.train_config().device, "cpu,cpu");
+        let e = PipelineConfig::parse("[run]\ndevice = \"cpu,cpu\"\n[selfplay]\nworkers = 1\n", "x.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 devices") && e.contains("workers"), "{e}");
+        let e = PipelineConfig::parse(&format!("{text}[train]\nbatch_size = 1\n"), "x.toml").unwrap_err().to_string();
+        assert!(e.contains("batch_size"), "{e}");
+        let e = PipelineConfig::parse("[run]\ndevice = \"cpu,tpu\"\n", "x.toml").unwrap_err().to_string();
+        assert!(e.contains("tpu"), "{e}");
+        let one = PipelineConfig::parse("[selfplay]\nworkers = 2\n", "x.toml").unwrap();
+        assert_eq!(one.clone().with_device("cpu,cpu").unwrap().inference_options().unwrap().len(), 2);
+        let e = one.with_device("cpu,cpu,cpu").unwrap_err().to_string();
+        assert!(e.contains("--device") && e.contains("3 devices"), "{e}");
     }
 
     #[test]

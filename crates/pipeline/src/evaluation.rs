@@ -63,9 +63,12 @@ impl<'a> Arena<'a> {
         }
         let rules = self.config.arena_rules();
         let f = match who {
-            Contestant::Model(m) => {
-                checkpoint_factory(&m.path, Budget::Simulations(simulations), rules, &self.config.inference_options()?)?
-            }
+            Contestant::Model(m) => checkpoint_factory(
+                &m.path,
+                Budget::Simulations(simulations),
+                rules,
+                &self.config.evaluation_options()?,
+            )?,
             Contestant::Reference(r) => reference_factory(r, simulations, rules)
                 .map_err(|message| PipelineError::Config { origin: "[arena] references".into(), message })?,
         };

@@ -34,6 +34,9 @@ pub struct PipelineOptions {
     pub cpu_minutes: Option<f64>,
     /// Overrides `[run] steps` (0: no limit).
     pub steps: Option<u64>,
+    /// Overrides `[run] device` for this process (not written to the run's config.toml): on a
+    /// cluster each job names the devices of its own node.
+    pub device: Option<String>,
     /// A checkpoint to start from as model 0 instead of a fresh network from `[model]` and
     /// `[run] seed` (its architecture must be `[model]`'s). Copied in when the run has no model 0
     /// yet; ignored once it has one. `koma experiment` gives every variant the same model 0 so.
@@ -118,6 +121,10 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         let config = PipelineConfig::parse(&text, &origin)?;
         run.create(&text)?;
         (config, origin, None)
+    };
+    let config = match &options.device {
+        Some(device) => config.with_device(device)?,
+        None => config,
     };
     run.make_dirs()?;
     if let Some(source) = &options.model_zero {

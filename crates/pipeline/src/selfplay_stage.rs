@@ -84,11 +84,17 @@ fn load_probed(model: &ModelRef, options: &RunOptions) -> koma_nn::Result<Networ
     Ok(network)
 }
 
+/// `model` on every device (`options` has one entry per device), each probed; the first failure
+/// is the error.
+fn load_on_devices(model: &ModelRef, options: &[RunOptions]) -> koma_nn::Result<Vec<Network>> {
+    options.iter().map(|o| load_probed(model, o)).collect()
+}
+
 /// The run's current model, or if it cannot be used (a truncated file, NaN weights), the newest
 /// older one that can: a resumed run must not fail on every start because of its newest model.
 /// Not under gating, where an older model may be one the gatekeeper refused.
-fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> Result<(ModelRef, Network)> {
-    let current_error = match load_probed(&current, options) {
+fn first_usable_model(run: &RunDir, current: ModelRef, options: &[RunOptions]) -> Result<(ModelRef, Vec<Network>)> {
+    let current_error = match load_on_devices(&current, options) {
         Ok(network) => return Ok((current, network)),
         Err(e) => e,
     };
@@ -100,10 +106,10 @@ fn first_usable_model(run: &RunDir, current: ModelRef, options: &RunOptions) -> 
     }
     tracing::error!("self-play: cannot use the current model {}: {current_error}", current.path.display());
     for model in run.models()?.into_iter().rev().filter(|m| m.step < current.step) {
-        match load_probed(&model, options) {
-            Ok(network) => {
+        match load_on_devices(&model, options) {
+            Ok(networks) => {
                 tracing::error!("self-play: plays with {} until a newer model loads", model.name());
-                return Ok((model, network));
+                return Ok((model, networks));
             }
             Err(e) => tracing::warn!("self-play: cannot use {} either: {e}", model.path.display()),
         }
@@ -130,7 +136,9 @@ pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
 }
 
 /// Plays until `stop` is set (games in progress are abandoned; finished ones are all written).
-/// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix.
+/// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix. With several devices
+/// (`[run] device`), each gets a copy of the model and an inference service; a new model is
+/// loaded on every device before any of them switches.
 pub fn run_selfplay(
     run: &RunDir,
     config: &PipelineConfig,
@@ -140,8 +148,9 @@ pub fn run_selfplay(
 ) -> Result<SelfPlaySummary> {
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let options = config.inference_options()?;
-    let (first, network) = first_usable_model(run, current, &options)?;
-    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &first.name());
+    let (first, networks) = first_usable_model(run, current, &options)?;
+    let slots: Vec<Arc<EvaluatorSlot>> =
+        networks.into_iter().map(|n| EvaluatorSlot::new(Arc::new(SharedNetwork::new(n)), &first.name())).collect();
     let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
     let _ = events.send(Event::ModelSwitched { model: first.name() });
     tracing::info!(model = %first.name(), "self-play starts");
@@ -191,9 +200,11 @@ pub fn run_selfplay(
                 if failed.as_ref().is_some_and(|(m, tries)| *m == current && *tries >= MODEL_LOAD_TRIES) {
                     continue;
                 }
-                match load_probed(&current, &options) {
-                    Ok(network) => {
-                        slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
+                match load_on_devices(&current, &options) {
+                    Ok(networks) => {
+                        for (slot, network) in slots.iter().zip(networks) {
+                            slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
+                        }
                         tracing::info!(model = %current.name(), "self-play switched model");
                         let _ = events.send(Event::ModelSwitched { model: current.name() });
                         models.lock().unwrap_or_else(|e| e.into_inner()).push(current.name());
@@ -224,7 +235,7 @@ pub fn run_selfplay(
         let result = koma_selfplay::run(
             &config.selfplay,
             starts,
-            slot.clone(),
+            &slots,
             usize::MAX,
             sink,
             stop.clone(),
@@ -233,9 +244,9 @@ pub fn run_selfplay(
                 let status = SelfPlayStatus {
                     stats: p.stats.clone(),
                     moves: p.moves,
-                    evaluations: p.inference.positions.load(Ordering::Relaxed),
+                    evaluations: p.inference.positions,
                     seconds: started.elapsed().as_secs_f64(),
-                    model: slot.get().1,
+                    model: slots[0].get().1,
                 };
                 let _ = events.send(Event::SelfPlay(status));
             },

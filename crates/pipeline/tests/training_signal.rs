@@ -45,7 +45,7 @@ fn play(config: &SelfPlayConfig, games: usize) -> Vec<GameSamples> {
     let (sender, receiver) = crossbeam::channel::unbounded();
     let slot = EvaluatorSlot::new(Arc::new(HashNet), "hash");
     let stop = Arc::new(AtomicBool::new(false));
-    run(config, StartPositions::new(0.0, 0.0), slot, games, sender, stop, Duration::from_secs(60), &mut |_| {})
+    run(config, StartPositions::new(0.0, 0.0), &[slot], games, sender, stop, Duration::from_secs(60), &mut |_| {})
         .unwrap();
     receiver.try_iter().collect()
 }

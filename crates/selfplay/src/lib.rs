@@ -1,8 +1,8 @@
 //! koma-selfplay: self-play games for training data.
 //!
 //! `workers` threads each run `games_per_worker` games in two alternating groups; their leaves go
-//! in batches to one inference thread (koma-mcts's `InferenceServer`) that owns the (swappable)
-//! evaluator; finished games go to a channel (usually a `koma_data::ShardWriter`), optionally
+//! in batches to an inference thread (koma-mcts's `InferenceServer`) that owns the (swappable)
+//! evaluator: one per device, the workers spread over them round-robin; finished games go to a channel (usually a `koma_data::ShardWriter`), optionally
 //! through a [`RecordWriter`] tee that also saves each game as a KIF or CSA record.
 
 mod config;
@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use crossbeam::channel::Sender;
 use koma_data::GameSamples;
-use koma_mcts::{EvaluatorSlot, InferenceServer, InferenceStats};
+use koma_mcts::{EvaluatorSlot, InferenceCounts, InferenceServer};
 
 pub use config::SelfPlayConfig;
 pub use openings::StartPositions;
@@ -26,20 +26,22 @@ pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWri
 pub use stats::SelfPlayStats;
 
 /// Live counters while self-play runs.
-pub struct Progress<'a> {
+pub struct Progress {
     pub stats: SelfPlayStats,
     pub moves: usize,
-    pub inference: &'a InferenceStats,
+    /// Summed over the inference services (one per device).
+    pub inference: InferenceCounts,
 }
 
 /// Plays `games` games (or until `stop` is set, which abandons the games in progress) and sends
-/// each finished game to `sink`.
+/// each finished game to `sink`. `slots` holds one evaluator per device (the same model on each):
+/// each gets its own inference service, and worker `w` uses slot `w % slots.len()`.
 /// `on_progress` is called about every `every` with the running totals.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     config: &SelfPlayConfig,
     starts: StartPositions,
-    slot: Arc<EvaluatorSlot>,
+    slots: &[Arc<EvaluatorSlot>],
     games: usize,
     sink: Sender<GameSamples>,
     stop: Arc<AtomicBool>,
@@ -47,12 +49,23 @@ pub fn run(
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<SelfPlayStats, String> {
     let rules = config.rules()?;
-    let server = InferenceServer::spawn(slot.clone(), config.max_batch);
+    if slots.is_empty() {
+        return Err("self-play needs at least one evaluator".into());
+    }
+    if slots.len() > config.workers.max(1) {
+        return Err(format!(
+            "{} devices but {} worker(s): each device needs at least one worker (raise [selfplay] workers)",
+            slots.len(),
+            config.workers.max(1)
+        ));
+    }
+    let servers: Vec<InferenceServer> =
+        slots.iter().map(|slot| InferenceServer::spawn(slot.clone(), config.max_batch)).collect();
+    let inference = || servers.iter().map(|s| s.stats().counts()).fold(InferenceCounts::default(), |a, b| a + b);
     let shared = Shared {
         config: config.clone(),
         rules,
         starts,
-        slot,
         games_left: AtomicUsize::new(games),
         stop,
         failed: AtomicBool::new(false),
@@ -64,11 +77,13 @@ pub fn run(
     let outcome = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.workers.max(1))
             .map(|w| {
-                let client = server.client();
+                let device = w % servers.len();
+                let client = servers[device].client();
+                let slot = &slots[device];
                 let seed = config.seed.wrapping_mul(0x9E37_79B9).wrapping_add(w as u64);
                 std::thread::Builder::new()
                     .name(format!("koma-selfplay-{w}"))
-                    .spawn_scoped(scope, move || worker::run_worker(shared, client, seed))
+                    .spawn_scoped(scope, move || worker::run_worker(shared, slot, client, seed))
                     .expect("spawning a self-play worker")
             })
             .collect();
@@ -78,11 +93,7 @@ pub fn run(
             if last.elapsed() >= every {
                 last = std::time::Instant::now();
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                on_progress(&Progress {
-                    stats,
-                    moves: shared.moves.load(Ordering::Relaxed),
-                    inference: server.stats(),
-                });
+                on_progress(&Progress { stats, moves: shared.moves.load(Ordering::Relaxed), inference: inference() });
             }
         }
         // Joined here, so that a panicking worker is an error of this run and not a panic of the

@@ -20,7 +20,6 @@ pub(crate) struct Shared {
     pub(crate) config: SelfPlayConfig,
     pub(crate) rules: GameRules,
     pub(crate) starts: StartPositions,
-    pub(crate) slot: Arc<EvaluatorSlot>,
     /// Games still to start (across workers).
     pub(crate) games_left: AtomicUsize,
     pub(crate) stop: Arc<AtomicBool>,
@@ -60,7 +59,13 @@ pub(crate) enum WorkerError {
 
 /// Plays until no game is left or the run stops; an evaluation error or a panic ends the worker
 /// and stops the others (the games in progress are abandoned, finished ones were sent already).
-pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
+/// `slot` is the evaluator of the worker's device (it names the model the games record).
+pub(crate) fn run_worker(
+    shared: &Shared,
+    slot: &EvaluatorSlot,
+    client: InferenceClient,
+    seed: u64,
+) -> Result<(), WorkerError> {
     struct FailOnUnwind<'a>(&'a AtomicBool);
     impl Drop for FailOnUnwind<'_> {
         fn drop(&mut self) {
@@ -70,18 +75,18 @@ pub(crate) fn run_worker(shared: &Shared, client: InferenceClient, seed: u64) ->
         }
     }
     let _guard = FailOnUnwind(&shared.failed);
-    let result = play(shared, client, seed);
+    let result = play(shared, slot, client, seed);
     if result.is_err() {
         shared.failed.store(true, Ordering::Relaxed);
     }
     result
 }
 
-fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
+fn play(shared: &Shared, slot: &EvaluatorSlot, client: InferenceClient, seed: u64) -> Result<(), WorkerError> {
     let config = &shared.config;
     let mut rng = Rng::seed_from_u64(seed);
     let mut groups: [Vec<Option<Game>>; 2] = [Vec::new(), Vec::new()];
-    let (_, first_model) = shared.slot.get();
+    let (_, first_model) = slot.get();
     for i in 0..config.games_per_worker.max(1) {
         let game = shared
             .claim_game()
@@ -104,14 +109,14 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), Worke
                     }
                 }
             }
-            let (_, model) = shared.slot.get();
-            for slot in groups[g].iter_mut() {
-                let Some(game) = slot.as_mut() else { continue };
+            let (_, model) = slot.get();
+            for place in groups[g].iter_mut() {
+                let Some(game) = place.as_mut() else { continue };
                 if game.move_ready() {
                     shared.moves.fetch_add(1, Ordering::Relaxed);
                     if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
                         shared.record(finished)?;
-                        *slot = shared
+                        *place = shared
                             .claim_game()
                             .then(|| Game::new(shared.starts.pick(&mut rng), config, shared.rules, &model, &mut rng));
                     }
@@ -119,8 +124,8 @@ fn play(shared: &Shared, client: InferenceClient, seed: u64) -> Result<(), Worke
             }
             let mut batch = Vec::new();
             let mut owners = Vec::new();
-            for (i, slot) in groups[g].iter_mut().enumerate() {
-                if let Some(game) = slot.as_mut() {
+            for (i, place) in groups[g].iter_mut().enumerate() {
+                if let Some(game) = place.as_mut() {
                     active = true;
                     game.gather(config.leaves_per_game.max(1), &mut batch, &mut owners, i);
                 }

@@ -68,7 +68,7 @@ fn fail(how: Failure, fail_at: usize) -> (String, usize) {
     let result = run(
         &config(),
         StartPositions::default(),
-        slot,
+        &[slot],
         usize::MAX,
         sender,
         stop,

@@ -21,7 +21,7 @@ fn play(
     let stats = run(
         config,
         starts,
-        slot,
+        &[slot],
         games,
         sender,
         Arc::new(AtomicBool::new(false)),
@@ -116,6 +116,71 @@ fn games_end_legally_with_the_rules_result() {
         check_game(g, &config);
     }
     assert!(games.iter().any(|g| !g.start_sfen.starts_with("lnsgkgsnl/1r5b1")), "no handicap start in 20 games");
+}
+
+/// Counts the positions it evaluates (uniform answers).
+#[derive(Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl koma_mcts::Evaluator for Counting {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<koma_mcts::Evaluation>, koma_mcts::EvalError> {
+        self.0.fetch_add(positions.len(), std::sync::atomic::Ordering::Relaxed);
+        UniformEvaluator.evaluate(positions)
+    }
+}
+
+/// Several devices: each slot (one per device) gets its own inference service and its share of
+/// the workers, every game is complete, and a device without a worker is refused.
+#[test]
+fn workers_spread_over_several_devices() {
+    use koma_mcts::Evaluator;
+    let config = SelfPlayConfig {
+        workers: 3,
+        games_per_worker: 2,
+        simulations: 16,
+        cheap_simulations: 4,
+        max_plies: 60,
+        ..SelfPlayConfig::default()
+    };
+    let devices: Vec<Arc<Counting>> = (0..2).map(|_| Arc::new(Counting::default())).collect();
+    let slots: Vec<Arc<EvaluatorSlot>> =
+        devices.iter().map(|d| EvaluatorSlot::new(d.clone() as Arc<dyn Evaluator>, "m")).collect();
+    let (sender, receiver) = crossbeam::channel::unbounded();
+    let mut progress_positions = 0;
+    let stats = run(
+        &config,
+        StartPositions::new(0.0, 0.0),
+        &slots,
+        12,
+        sender,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_millis(1),
+        &mut |p| progress_positions = p.inference.positions,
+    )
+    .unwrap();
+    let games: Vec<GameSamples> = receiver.try_iter().collect();
+    assert_eq!((stats.games, games.len()), (12, 12));
+    for g in &games {
+        check_game(g, &config);
+    }
+    let counts: Vec<usize> = devices.iter().map(|d| d.0.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    assert!(counts.iter().all(|&c| c > 0), "every device evaluated positions: {counts:?}");
+    assert!(progress_positions as usize <= counts.iter().sum::<usize>());
+
+    let one_worker = SelfPlayConfig { workers: 1, ..config };
+    let (sender, _receiver) = crossbeam::channel::unbounded();
+    let err = run(
+        &one_worker,
+        StartPositions::new(0.0, 0.0),
+        &slots,
+        1,
+        sender,
+        Arc::new(AtomicBool::new(false)),
+        Duration::from_secs(1),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(err.contains("2 devices but 1 worker"), "{err}");
 }
 
 #[test]

@@ -169,10 +169,17 @@ impl HostBatch {
     /// The batch as tensors on `device`, the features as f32 in channels-last layout when
     /// `channels_last` (converted as bytes, before the cast to f32 and the upload).
     pub fn to_device_as(&self, device: Device, channels_last: bool) -> DeviceBatch {
-        let n = self.len() as i64;
+        self.rows_to_device(0..self.len(), device, channels_last)
+    }
+
+    /// Rows `rows` of the batch as [`HostBatch::to_device_as`] gives them: a data-parallel
+    /// replica's part.
+    pub fn rows_to_device(&self, rows: std::ops::Range<usize>, device: Device, channels_last: bool) -> DeviceBatch {
+        let n = rows.len() as i64;
+        let part = |v: &[f32], width: usize| Tensor::from_slice(&v[rows.start * width..rows.end * width]);
         let up = |t: Tensor| if device == Device::Cpu { t } else { t.to_device(device) };
         let features = |bytes: &[u8], c: usize| {
-            let t = Tensor::from_slice(bytes).view([n, c as i64, 9, 9]);
+            let t = Tensor::from_slice(&bytes[rows.start * c * 81..rows.end * c * 81]).view([n, c as i64, 9, 9]);
             let t = if channels_last { koma_nn::model::to_channels_last(&t) } else { t };
             // `to_kind` and `to_device` keep the strides.
             up(t).to_kind(Kind::Float)
@@ -182,15 +189,15 @@ impl HostBatch {
         DeviceBatch {
             input1,
             input2,
-            policy: up(Tensor::from_slice(&self.policy).view([n, MOVE_LABELS as i64])),
-            value: up(Tensor::from_slice(&self.value).view([n, 3])),
-            result_class: up(Tensor::from_slice(&self.result_class)),
-            policy_weight: up(Tensor::from_slice(&self.policy_weight)),
-            value_weight: up(Tensor::from_slice(&self.value_weight)),
+            policy: up(part(&self.policy, MOVE_LABELS).view([n, MOVE_LABELS as i64])),
+            value: up(part(&self.value, 3).view([n, 3])),
+            result_class: up(Tensor::from_slice(&self.result_class[rows.clone()])),
+            policy_weight: up(part(&self.policy_weight, 1)),
+            value_weight: up(part(&self.value_weight, 1)),
             reply: self
                 .has_replies()
-                .then(|| (up(Tensor::from_slice(&self.reply_label)), up(Tensor::from_slice(&self.reply_weight)))),
-            len: self.len(),
+                .then(|| (up(Tensor::from_slice(&self.reply_label[rows.clone()])), up(part(&self.reply_weight, 1)))),
+            len: rows.len(),
         }
     }
 }

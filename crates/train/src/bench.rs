@@ -58,6 +58,21 @@ pub struct BenchOptions {
     /// Device, threads, memory format, optimiser and loss settings (precision must be f32 on the
     /// CPU).
     pub config: TrainConfig,
+    /// Also measure data-parallel scaling over these devices (`cuda:0,cuda:1`): koma on the first
+    /// alone against koma on all of them, the same batch, alternating for `rounds`.
+    pub scaling_devices: Option<String>,
+}
+
+/// Data-parallel scaling: the same batch on one device and split over several.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Scaling {
+    pub devices: String,
+    pub one_device: Figures,
+    pub all_devices: Figures,
+    /// all / one, fastest steps.
+    pub speedup: f64,
+    /// speedup / device count (1: perfect scaling).
+    pub efficiency: f64,
 }
 
 /// Throughput from individually timed steps. On a shared machine other processes only ever add
@@ -177,6 +192,8 @@ pub struct NetBench {
     /// PyTorch with its channels-last recipe, and koma's ratios against it.
     pub pytorch_channels_last: Option<Reference>,
     pub end_to_end: Option<Figures>,
+    /// With [`BenchOptions::scaling_devices`].
+    pub scaling: Option<Scaling>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -243,6 +260,41 @@ pub fn measure_koma(
     Ok(Figures::from_step_times(batch.len(), &times, &cpu_times))
 }
 
+/// koma on the first of `devices` alone and on all of them (data parallel), alternating.
+fn measure_scaling(
+    model: &ModelConfig,
+    batch: &HostBatch,
+    config: &TrainConfig,
+    devices: &str,
+    options: &BenchOptions,
+) -> Result<Scaling> {
+    let list = devices.parse::<koma_nn::DeviceList>()?;
+    let specs = list.specs()?;
+    let all = TrainConfig { device: list.to_string(), ..config.clone() };
+    let one = TrainConfig { device: specs[0].to_string(), ..config.clone() };
+    all.validate()?;
+    let (mut one_figures, mut all_figures): (Option<Figures>, Option<Figures>) = (None, None);
+    for round in 0..options.rounds.max(1) {
+        for k in 0..2 {
+            let (c, slot) = if (k + round) % 2 == 0 { (&one, &mut one_figures) } else { (&all, &mut all_figures) };
+            let f = measure_koma(model, batch, c, options.seconds, options.min_steps)?;
+            *slot = Some(match slot.take() {
+                Some(prev) => prev.merge(&f, batch.len()),
+                None => f,
+            });
+        }
+    }
+    let (one_device, all_devices) = (one_figures.expect("measured"), all_figures.expect("measured"));
+    let speedup = all_devices.samples_per_second / one_device.samples_per_second;
+    Ok(Scaling {
+        devices: list.to_string(),
+        efficiency: speedup / specs.len() as f64,
+        speedup,
+        one_device,
+        all_devices,
+    })
+}
+
 fn write_bytes(path: &Path, bytes: &[u8]) -> Result<()> {
     std::fs::File::create(path).and_then(|mut f| f.write_all(bytes)).map_err(io(path))
 }
@@ -284,8 +336,8 @@ pub fn measure_pytorch(
         "seconds": seconds,
         "min_steps": min_steps,
         "threads": tch::get_num_threads(),
-        "precision": crate::trainer::Mode::resolve(config.precision, config.device.parse::<koma_nn::DeviceSpec>()?.resolve()?, false)?.name(),
-        "device": koma_nn::device::device_name(config.device.parse::<koma_nn::DeviceSpec>()?.resolve()?),
+        "precision": crate::trainer::Mode::resolve(config.precision, first_device(config)?, false)?.name(),
+        "device": koma_nn::device::device_name(first_device(config)?),
         "optimizer": {"kind": o.kind.name(), "lr": config.lr.base, "momentum": o.momentum, "nesterov": o.nesterov,
                       "weight_decay": o.weight_decay, "beta1": o.beta1, "beta2": o.beta2, "eps": o.eps},
         "loss": {"policy_weight": config.loss.policy_weight, "value_weight": config.loss.value_weight},
@@ -368,13 +420,18 @@ impl Side {
     }
 }
 
+/// The first of the config's devices (where the PyTorch reference runs).
+fn first_device(config: &TrainConfig) -> Result<tch::Device> {
+    Ok(config.devices()?.resolve()?[0])
+}
+
 /// Runs the whole benchmark; `log` receives a line per figure as it is measured.
 pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     let config = &options.config;
     if let Some(n) = config.threads {
         tch::set_num_threads(n.max(1) as i32);
     }
-    let device = config.device.parse::<koma_nn::DeviceSpec>()?.resolve()?;
+    let device = first_device(config)?;
     let channels_last = config.memory_format.channels_last_on(device);
     let batch = synthetic_batch(options.batch_size, config);
     let n = batch.len();
@@ -449,6 +506,22 @@ pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchRep
                 log(&format!("{name}: ratio koma/{what} {:.3} fastest, {:.3} median{cpu}", r.ratio, r.ratio_median));
             }
         }
+        let scaling = match &options.scaling_devices {
+            Some(devices) => {
+                let s = measure_scaling(model, &batch, config, devices, options)?;
+                log(&format!(
+                    "{name}: {} devices ({}) {:.1} samples/s against {:.1} on one: speedup {:.2}, efficiency {:.2}",
+                    s.devices.split(',').count(),
+                    s.devices,
+                    s.all_devices.samples_per_second,
+                    s.one_device.samples_per_second,
+                    s.speedup,
+                    s.efficiency
+                ));
+                Some(s)
+            }
+            None => None,
+        };
         let end_to_end = if options.end_to_end {
             let f = measure_end_to_end(model, config, options.seconds, koma.mean_samples_per_second)?;
             log(&format!("{name}: end to end (shards, loader thread) {:.1} samples/s", f.samples_per_second));
@@ -469,11 +542,12 @@ pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchRep
             pytorch_channels_last: cl,
             koma,
             end_to_end,
+            scaling,
         });
     }
     let ratios: Vec<f64> = nets.iter().filter_map(|n| n.ratio).collect();
     Ok(BenchReport {
-        device: koma_nn::device::device_name(device),
+        device: config.devices()?.to_string(),
         precision: crate::trainer::Mode::resolve(config.precision, device, false)?.name().to_string(),
         threads: tch::get_num_threads(),
         memory_format: if channels_last { "channels_last" } else { "contiguous" }.to_string(),

@@ -24,8 +24,12 @@ pub struct TrainConfig {
     pub log_every: u64,
     /// Seeds the batch sampler and libtorch (initial weights of a preset network).
     pub seed: u64,
-    /// `auto`, `cpu`, `cuda` or `cuda:N`. `koma train` only: a run config sets it in `[run]`
-    /// (here it is refused).
+    /// `auto`, `cpu`, `cuda` or `cuda:N`; or several (`["cuda:0", "cuda:1"]`, `"cuda:0,cuda:1"`,
+    /// `cuda:all`) for data-parallel training: a replica per device, each batch split between
+    /// them, gradients averaged (docs/training.md). `koma train` only: a run config sets it in
+    /// `[run]` (here it is refused).
+    #[serde(deserialize_with = "koma_nn::device::deserialize_device_list")]
+    #[schemars(with = "koma_nn::device::DeviceField")]
     pub device: String,
     /// `auto` (f16 autocast on CUDA, f32 on the CPU), `f32`, `f16` (autocast with dynamic loss
     /// scaling) or `bf16` (bf16 compute copy, f32 master weights). Half precision is CUDA-only.
@@ -500,6 +504,11 @@ impl TrainConfig {
         })
     }
 
+    /// The devices the trainer keeps a replica on (the first holds the master weights).
+    pub fn devices(&self) -> Result<koma_nn::DeviceList> {
+        self.device.parse().map_err(|e: koma_nn::Error| TrainError::Config(format!("device: {e}")))
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(TrainError::Config(m.to_string()));
         if self.batch_size == 0 {
@@ -508,7 +517,14 @@ impl TrainConfig {
         if self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("checkpoint_every and log_every must be at least 1");
         }
-        self.device.parse::<koma_nn::DeviceSpec>().map_err(|e| TrainError::Config(e.to_string()))?;
+        let devices = self.devices()?;
+        if let koma_nn::DeviceList::Listed(list) = &devices {
+            if list.len() > self.batch_size {
+                return bad(
+                    "batch_size must be at least the number of devices (each replica gets a part of every batch)",
+                );
+            }
+        }
         let o = &self.optimizer;
         if !(0.0..1.0).contains(&o.momentum) || o.weight_decay < 0.0 || o.grad_clip_norm < 0.0 {
             return bad("optimizer: momentum must be in [0, 1), weight_decay and grad_clip_norm ≥ 0");

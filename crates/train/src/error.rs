@@ -40,6 +40,9 @@ pub enum TrainError {
     #[error("the data loader thread stopped: {0}")]
     Loader(String),
 
+    #[error("the data-parallel replica on {device} failed: {message}")]
+    Replica { device: String, message: String },
+
     #[error("training diverged at step {step}: {what}")]
     Diverged { step: u64, what: String },
 

@@ -205,7 +205,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     std::fs::create_dir_all(&p.models_dir).map_err(crate::error::io(&p.models_dir))?;
     let mut log = MetricsLog::open(&p.metrics, start_step)?;
     let config = trainer.config().clone();
-    let device = koma_nn::device::device_name(trainer.device());
+    let device = koma_nn::device::device_names(trainer.devices());
     let precision = trainer.mode().name();
 
     let mut summary = TrainSummary {

@@ -11,6 +11,17 @@
 //!   back into it after every step (batch-norm statistics flow the other way). bf16 has f32's
 //!   range: no loss scaling.
 //!
+//! Data parallel (`device = "cuda:0,cuda:1"`, or `cpu,cpu` in tests): the master weights live on
+//! the first device; every device computes the forward and backward pass of its part of each
+//! batch (contiguous rows, sizes within one of each other) on a replica in its own thread. The
+//! gradients, weighted by the parts' sizes (the loss is a mean over the batch), are summed on the
+//! first device, which takes one optimiser step; the replicas then copy the new weights. Batch
+//! normalisation uses each part's own statistics in the forward pass (as PyTorch's
+//! DistributedDataParallel without SyncBatchNorm); the running statistics are averaged over the
+//! replicas after every step and copied back, so all replicas stay identical. With equal parts the
+//! averaged running mean is exactly the one-device mean; the running variance misses the spread
+//! between the parts' means.
+//!
 //! Nothing non-finite is ever saved: every variable (weights and batch-norm statistics) and the
 //! optimiser state are checked before a checkpoint or state is written, and inf or NaN there is a
 //! divergence. An update can overflow the weights from a finite gradient, and an f16 forward pass
@@ -26,7 +37,7 @@ use rand::SeedableRng;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::batch::{losses, DeviceBatch, HostBatch};
+use crate::batch::{losses, HostBatch};
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::metrics::StepStats;
@@ -124,21 +135,33 @@ pub fn keep_freed_memory() {
     }
 }
 
-/// The bf16 network that computes forward and backward in bf16 mode.
+/// A copy of the network that computes forward and backward passes for the master weights: a
+/// data-parallel replica on another device, or the bf16 network of bf16 mode.
 struct ComputeCopy {
     _vs: VarStore,
     net: Net,
+    device: Device,
+    /// The bf16 network of bf16 mode (else an f32 replica).
+    bf16: bool,
     /// Same order as the optimiser's parameters.
     params: Vec<Tensor>,
-    /// (master, compute) pairs of the non-trainable variables (batch-norm statistics).
+    /// (master, copy) pairs of the non-trainable variables (batch-norm statistics).
     buffers: Vec<(Tensor, Tensor)>,
 }
 
 impl ComputeCopy {
-    fn new(config: &ModelConfig, device: Device, master: &VarStore, param_names: &[String]) -> Result<ComputeCopy> {
+    fn new(
+        config: &ModelConfig,
+        device: Device,
+        bf16: bool,
+        master: &VarStore,
+        param_names: &[String],
+    ) -> Result<ComputeCopy> {
         let mut vs = VarStore::new(device);
         let net = Net::new(&vs.root(), config);
-        vs.bfloat16();
+        if bf16 {
+            vs.bfloat16();
+        }
         let vars = vs.variables();
         let mvars = master.variables();
         let params = param_names.iter().map(|n| vars[n].shallow_clone()).collect();
@@ -150,12 +173,12 @@ impl ComputeCopy {
                 buffers.push((mvars[n].shallow_clone(), vars[n].shallow_clone()));
             }
         }
-        let mut copy = ComputeCopy { _vs: vs, net, params, buffers };
+        let mut copy = ComputeCopy { _vs: vs, net, device, bf16, params, buffers };
         copy.load_master(&param_names.iter().map(|n| mvars[n].shallow_clone()).collect::<Vec<_>>(), true);
         Ok(copy)
     }
 
-    /// Copies the master weights (and, with `buffers`, statistics) into the bf16 copy.
+    /// Copies the master weights (and, with `buffers`, statistics) into the copy.
     fn load_master(&mut self, master_params: &[Tensor], buffers: bool) {
         let _guard = tch::no_grad_guard();
         for (c, m) in self.params.iter_mut().zip(master_params) {
@@ -167,14 +190,89 @@ impl ComputeCopy {
             }
         }
     }
+}
 
-    /// Copies batch-norm statistics updated by the bf16 forward pass back to the master.
-    fn buffers_to_master(&mut self) {
-        let _guard = tch::no_grad_guard();
-        for (m, c) in self.buffers.iter_mut() {
-            m.copy_(c);
+/// Who computes a part of the batch: the master network itself (with its parameters in the
+/// optimiser's order), or a copy. Held by `&mut`, so that each can move to its own thread.
+enum Unit<'a> {
+    Master(&'a mut Network, Vec<Tensor>),
+    Copy(&'a mut ComputeCopy),
+}
+
+/// What every unit's forward and backward pass shares.
+struct PartPass<'a> {
+    with_reply: bool,
+    /// Under autocast (f16 mode).
+    f16: bool,
+    loss_scale: Option<f64>,
+    loss: &'a crate::config::LossConfig,
+    /// Where the gradients are summed (the master weights' device).
+    first_device: Device,
+    channels_last: bool,
+}
+
+impl PartPass<'_> {
+    /// The forward and backward pass of `unit` on rows `rows` of `batch`; its gradients are
+    /// multiplied by `share`, its fraction of the batch.
+    fn run(&self, unit: Unit, batch: &HostBatch, rows: std::ops::Range<usize>, share: f64) -> Result<PartResult> {
+        let (net, params, device, bf16) = match unit {
+            Unit::Master(network, params) => (network.net(), params, network.device(), false),
+            Unit::Copy(copy) => {
+                (&copy.net, copy.params.iter().map(Tensor::shallow_clone).collect(), copy.device, copy.bf16)
+            }
+        };
+        let b = batch.rows_to_device(rows, device, self.channels_last);
+        // A model with the reply head always runs it (a batch without reply labels gives it a
+        // zero loss term, so that its parameters stay in the graph the gradients are taken over).
+        let forward = |in1: &Tensor, in2: &Tensor| {
+            if self.with_reply {
+                net.forward_with_reply_t(in1, in2, true)
+            } else {
+                let (p, v) = net.forward_t(in1, in2, true);
+                (p, v, None)
+            }
+        };
+        let (policy, wdl, reply) = if bf16 {
+            forward(&b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16))
+        } else if self.f16 {
+            tch::autocast(true, || forward(&b.input1, &b.input2))
+        } else {
+            forward(&b.input1, &b.input2)
+        };
+        let reply = reply.map(|r| r.to_kind(Kind::Float));
+        let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), reply.as_ref(), &b, self.loss);
+        let root = match self.loss_scale {
+            Some(scale) => &l.total * scale,
+            None => l.total.shallow_clone(),
+        };
+        // Gradients of the tensors that compute, as fresh tensors (torch.autograd.grad): no
+        // zeroing, no accumulation, and the optimiser may update them in place. With
+        // channels-last activations some convolution weight gradients come back channels-last;
+        // the optimiser's in-place updates of the (contiguous) weights and momentum run several
+        // times faster on matching layouts, so they are made contiguous (PyTorch's gradient
+        // layout contract does the same in `.grad`).
+        let grads = Tensor::f_run_backward(&[root], &params, false, false)?
+            .into_iter()
+            .map(|g| if g.device() != self.first_device { g.to_device(self.first_device) } else { g })
+            .map(|g| if g.kind() != Kind::Float { g.to_kind(Kind::Float) } else { g })
+            .map(|g| if share != 1.0 { g * share } else { g })
+            .map(|g| if g.is_contiguous() { g } else { g.contiguous() })
+            .collect();
+        let mut terms = vec![l.policy, l.value, l.total.detach(), l.policy_top1, l.value_accuracy];
+        if let Some((loss, top1)) = l.reply {
+            terms.extend([loss, top1]);
         }
+        let terms = Vec::<f32>::try_from(&Tensor::stack(&terms, 0).to_kind(Kind::Float).to_device(Device::Cpu))?;
+        Ok(PartResult { grads, terms })
     }
+}
+
+/// What one unit's pass gives back: its gradients (on the first device, f32, contiguous, already
+/// weighted by the unit's share of the batch) and its loss terms.
+struct PartResult {
+    grads: Vec<Tensor>,
+    /// policy, value, total, policy top-1, value accuracy, then reply loss and top-1 if any.
+    terms: Vec<f32>,
 }
 
 pub struct Trainer {
@@ -187,7 +285,11 @@ pub struct Trainer {
     /// The batch-norm running statistics (the non-trainable variables) in f16 mode, copied before
     /// each forward pass and put back when the step is skipped; empty in the other modes.
     running_stats: Vec<Tensor>,
-    compute: Option<ComputeCopy>,
+    /// Every device the trainer computes on; the first holds the master weights.
+    devices: Vec<Device>,
+    /// The copies that compute: the bf16 network of bf16 mode, and a replica on each further
+    /// device (in bf16 mode, on every device).
+    compute: Vec<ComputeCopy>,
     /// Inputs (hence activations) in channels-last layout (`config.memory_format` resolved).
     channels_last: bool,
     step: u64,
@@ -208,9 +310,12 @@ impl std::fmt::Debug for Trainer {
     }
 }
 
-fn run_options(config: &TrainConfig) -> Result<RunOptions> {
-    let device: DeviceSpec = config.device.parse().map_err(|e: koma_nn::Error| TrainError::Config(e.to_string()))?;
-    Ok(RunOptions { device, precision: Precision::F32, cpu_threads: config.threads })
+/// How the master network runs (the first device), and every device the trainer uses.
+fn run_options(config: &TrainConfig) -> Result<(RunOptions, Vec<Device>)> {
+    let list = config.devices()?;
+    let devices = list.resolve().map_err(|e| TrainError::Config(format!("device: {e}")))?;
+    let first: DeviceSpec = list.specs()?.first().copied().unwrap_or_default();
+    Ok((RunOptions { device: first, precision: Precision::F32, cpu_threads: config.threads }, devices))
 }
 
 impl Trainer {
@@ -229,7 +334,7 @@ impl Trainer {
     fn build(config: &TrainConfig, init: &ModelInit, allow_cpu_half: bool) -> Result<Trainer> {
         config.validate()?;
         keep_freed_memory();
-        let options = run_options(config)?;
+        let (options, devices) = run_options(config)?;
         tch::manual_seed(config.seed as i64);
         let (network, parent) = match init {
             ModelInit::Checkpoint(path) => {
@@ -240,10 +345,16 @@ impl Trainer {
         };
         let device = network.device();
         let mode = Mode::resolve(config.precision, device, allow_cpu_half)?;
-        Trainer::assemble(config.clone(), network, mode, parent)
+        Trainer::assemble(config.clone(), network, devices, mode, parent)
     }
 
-    fn assemble(config: TrainConfig, network: Network, mode: Mode, parent: Option<String>) -> Result<Trainer> {
+    fn assemble(
+        config: TrainConfig,
+        network: Network,
+        devices: Vec<Device>,
+        mode: Mode,
+        parent: Option<String>,
+    ) -> Result<Trainer> {
         let device = network.device();
         // A reply_weight set for a model without the reply head is an error naming both.
         config.loss.reply_weight_for(network.net().has_reply_head())?;
@@ -251,10 +362,13 @@ impl Trainer {
             network.var_store().variables().into_iter().filter(|(_, t)| t.requires_grad()).collect();
         params.sort_by(|a, b| a.0.cmp(&b.0));
         let names: Vec<String> = params.iter().map(|(n, _)| n.clone()).collect();
-        let compute = match mode {
-            Mode::Bf16 => Some(ComputeCopy::new(network.config(), device, network.var_store(), &names)?),
-            _ => None,
-        };
+        // In bf16 mode a bf16 copy computes on every device; otherwise the master network
+        // computes on the first and f32 replicas on the others.
+        let copied = if mode == Mode::Bf16 { &devices[..] } else { &devices[1..] };
+        let compute = copied
+            .iter()
+            .map(|&d| ComputeCopy::new(network.config(), d, mode == Mode::Bf16, network.var_store(), &names))
+            .collect::<Result<Vec<_>>>()?;
         let optimizer = Optimizer::new(&config.optimizer, params);
         let scaler = (mode == Mode::F16).then(|| LossScaler::new(&config.loss_scale));
         let running_stats = match mode {
@@ -276,6 +390,7 @@ impl Trainer {
             optimizer,
             scaler,
             running_stats,
+            devices,
             compute,
             channels_last,
             step: 0,
@@ -317,7 +432,7 @@ impl Trainer {
                 meta.config.optimizer.momentum
             )));
         }
-        let options = run_options(config)?;
+        let (options, devices) = run_options(config)?;
         let mut network = Network::new(&meta.model, &options, None)?;
         {
             let model: Vec<(String, Tensor)> = loaded
@@ -329,16 +444,16 @@ impl Trainer {
             checkpoint::copy_into(&path, &model, network.var_store_mut()).map_err(|e| bad(e.to_string()))?;
         }
         let mode = Mode::resolve(config.precision, network.device(), allow_cpu_half)?;
-        let mut trainer = Trainer::assemble(config.clone(), network, mode, meta.last_checkpoint.clone())?;
+        let mut trainer = Trainer::assemble(config.clone(), network, devices, mode, meta.last_checkpoint.clone())?;
         let optim: HashMap<String, Tensor> = loaded
             .tensors
             .iter()
             .filter_map(|(k, t)| k.strip_prefix("optim/").map(|n| (n.to_string(), t.shallow_clone())))
             .collect();
         trainer.optimizer.load_state(meta.optimizer_steps, &optim).map_err(bad)?;
-        if let Some(compute) = trainer.compute.as_mut() {
-            let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
-            compute.load_master(&master, true);
+        let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
+        for copy in &mut trainer.compute {
+            copy.load_master(&master, true);
         }
         trainer.step = meta.step;
         trainer.samples_seen = meta.samples_seen;
@@ -370,8 +485,14 @@ impl Trainer {
         self.mode
     }
 
+    /// The device of the master weights (the first of [`Trainer::devices`]).
     pub fn device(&self) -> Device {
         self.device
+    }
+
+    /// Every device the trainer computes on (data parallel when there are several).
+    pub fn devices(&self) -> &[Device] {
+        &self.devices
     }
 
     /// Whether the activations are channels-last (`memory_format` resolved for the device).
@@ -410,20 +531,12 @@ impl Trainer {
     /// One optimiser step on `batch`.
     pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
         let lr = self.lr();
-        let b = batch.to_device_as(self.device, self.channels_last);
-        let (l, grads_norm, applied) = self.forward_backward_update(&b, lr)?;
+        let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
         self.step += 1;
         self.samples_seen += batch.len() as u64;
         if let Some(rng) = &batch.rng_after {
             self.rng = rng.clone();
         }
-        let (l, reply) = l;
-        let mut parts = vec![l.0, l.1, l.2, l.3, l.4];
-        if let Some((loss, top1)) = reply {
-            parts.extend([loss, top1]);
-        }
-        let stats = Tensor::stack(&parts, 0).to_kind(Kind::Float).to_device(Device::Cpu);
-        let v = Vec::<f32>::try_from(&stats)?;
         Ok(StepStats {
             step: self.step,
             samples_seen: self.samples_seen,
@@ -442,61 +555,96 @@ impl Trainer {
         })
     }
 
-    #[allow(clippy::type_complexity)]
-    fn forward_backward_update(
-        &mut self,
-        b: &DeviceBatch,
-        lr: f64,
-    ) -> Result<(((Tensor, Tensor, Tensor, Tensor, Tensor), Option<(Tensor, Tensor)>), f64, bool)> {
-        // A model with the reply head always runs it (a batch without reply labels gives it a zero
-        // loss term, so that its parameters stay in the graph the gradients are taken over).
-        let with_reply = self.network.net().has_reply_head();
-        let forward = |net: &Net, in1: &Tensor, in2: &Tensor| {
-            if with_reply {
-                net.forward_with_reply_t(in1, in2, true)
-            } else {
-                let (p, v) = net.forward_t(in1, in2, true);
-                (p, v, None)
-            }
-        };
+    /// The rows each computing unit takes: contiguous parts whose sizes differ by at most one
+    /// (empty parts left out, so a batch smaller than the device count still trains).
+    fn parts(&self, rows: usize) -> Vec<std::ops::Range<usize>> {
+        let units = if self.mode == Mode::Bf16 { self.compute.len() } else { 1 + self.compute.len() };
+        let units = units.min(rows.max(1));
+        let (base, extra) = (rows / units, rows % units);
+        let mut start = 0;
+        (0..units)
+            .map(|i| {
+                let len = base + usize::from(i < extra);
+                start += len;
+                start - len..start
+            })
+            .collect()
+    }
+
+    fn forward_backward_update(&mut self, batch: &HostBatch, lr: f64) -> Result<(Vec<f32>, f64, bool)> {
         let stats_before = {
             let _guard = tch::no_grad_guard();
             self.running_stats.iter().map(Tensor::copy).collect::<Vec<_>>()
         };
-        let (policy, wdl, reply) = match (self.mode, self.compute.as_ref()) {
-            (Mode::Bf16, Some(c)) => {
-                forward(&c.net, &b.input1.to_kind(Kind::BFloat16), &b.input2.to_kind(Kind::BFloat16))
+        let parts = self.parts(batch.len());
+        let total_rows = batch.len().max(1) as f64;
+        let pass = PartPass {
+            with_reply: self.network.net().has_reply_head(),
+            f16: self.mode == Mode::F16,
+            loss_scale: self.scaler.as_ref().map(|s| s.scale),
+            loss: &self.config.loss,
+            first_device: self.device,
+            channels_last: self.channels_last,
+        };
+        let mut units: Vec<Unit> = Vec::with_capacity(parts.len());
+        if self.mode != Mode::Bf16 {
+            let params = self.optimizer.params().iter().map(|(_, p)| p.shallow_clone()).collect();
+            units.push(Unit::Master(&mut self.network, params));
+        }
+        units.extend(self.compute.iter_mut().map(Unit::Copy));
+        let jobs: Vec<(Unit, std::ops::Range<usize>)> = units.into_iter().zip(parts.iter().cloned()).collect();
+        let results: Vec<Result<PartResult>> = if jobs.len() == 1 {
+            jobs.into_iter().map(|(unit, rows)| pass.run(unit, batch, rows, 1.0)).collect()
+        } else {
+            // Each unit in its own thread: the devices compute at the same time.
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = jobs
+                    .into_iter()
+                    .map(|(unit, rows)| {
+                        let share = rows.len() as f64 / total_rows;
+                        let pass = &pass;
+                        scope.spawn(move || pass.run(unit, batch, rows, share))
+                    })
+                    .collect();
+                // A panic (libtorch panics on CUDA out-of-memory) is that replica's error.
+                handles
+                    .into_iter()
+                    .zip(&self.devices)
+                    .map(|(h, &device)| {
+                        h.join().unwrap_or_else(|panic| {
+                            Err(TrainError::Replica {
+                                device: koma_nn::device::device_name(device),
+                                message: koma_mcts::panic_message(panic.as_ref()),
+                            })
+                        })
+                    })
+                    .collect()
+            })
+        };
+        let results = results.into_iter().collect::<Result<Vec<_>>>()?;
+        let units_ran = results.len();
+        // The parts' gradients (each already weighted by its share), summed.
+        let mut results = results.into_iter();
+        let first = results.next().expect("at least one part");
+        let mut grads = first.grads;
+        let mut terms: Vec<f64> = first.terms.iter().map(|&t| t as f64 * parts[0].len() as f64).collect();
+        for (r, rows) in results.zip(&parts[1..]) {
+            for (g, part) in grads.iter_mut().zip(r.grads) {
+                *g = &*g + part;
             }
-            (Mode::F16, _) => tch::autocast(true, || forward(self.network.net(), &b.input1, &b.input2)),
-            _ => forward(self.network.net(), &b.input1, &b.input2),
-        };
-        let reply = reply.map(|r| r.to_kind(Kind::Float));
-        let l = losses(&policy.to_kind(Kind::Float), &wdl.to_kind(Kind::Float), reply.as_ref(), b, &self.config.loss);
-        // Gradients of the tensors that compute, as fresh tensors (torch.autograd.grad): no
-        // zeroing, no accumulation, and the optimiser may update them in place.
-        let sources: Vec<Tensor> = match self.compute.as_ref() {
-            Some(c) => c.params.iter().map(|p| p.shallow_clone()).collect(),
-            None => self.optimizer.params().iter().map(|(_, p)| p.shallow_clone()).collect(),
-        };
-        let root = match &self.scaler {
-            Some(s) => &l.total * s.scale,
-            None => l.total.shallow_clone(),
-        };
-        // With channels-last activations some convolution weight gradients come back
-        // channels-last; the optimiser's in-place updates of the (contiguous) weights and momentum
-        // run several times faster on matching layouts, so they are made contiguous (PyTorch's
-        // gradient layout contract does the same in `.grad`).
-        let mut grads: Vec<Tensor> = Tensor::f_run_backward(&[root], &sources, false, false)?
-            .into_iter()
-            .map(|g| if g.kind() != Kind::Float { g.to_kind(Kind::Float) } else { g })
-            .map(|g| if g.is_contiguous() { g } else { g.contiguous() })
-            .collect();
+            for (t, part) in terms.iter_mut().zip(r.terms) {
+                *t += part as f64 * rows.len() as f64;
+            }
+        }
+        let terms: Vec<f32> = terms.into_iter().map(|t| (t / total_rows) as f32).collect();
         let norm = match &self.scaler {
             Some(s) => s.unscale(&mut grads),
             None => global_norm(&grads),
         };
         let finite = norm.is_finite();
-        if !finite {
+        if finite {
+            self.average_statistics(units_ran);
+        } else {
             // A skipped step leaves the model exactly as it was.
             let _guard = tch::no_grad_guard();
             for (stat, before) in self.running_stats.iter_mut().zip(&stats_before) {
@@ -514,7 +662,7 @@ impl Trainer {
                 step: self.step,
                 what: format!(
                     "the gradient norm is {norm} (loss {}); lower the learning rate or set optimizer.grad_clip_norm",
-                    l.total.double_value(&[])
+                    terms[2]
                 ),
             });
         }
@@ -522,16 +670,36 @@ impl Trainer {
             clip_gradients(&mut grads, norm, self.config.optimizer.grad_clip_norm);
             self.optimizer.step(&mut grads, lr);
         }
-        if let Some(c) = self.compute.as_mut() {
-            c.buffers_to_master();
-            if apply {
-                let master: Vec<Tensor> = self.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
-                c.load_master(&master, false);
-            }
+        // The copies take the new weights (when the step was applied) and the statistics.
+        let master: Vec<Tensor> = self.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
+        let new_weights: &[Tensor] = if apply { &master } else { &[] };
+        for copy in &mut self.compute {
+            copy.load_master(new_weights, true);
         }
-        Ok((((l.policy, l.value, l.total.detach(), l.policy_top1, l.value_accuracy), l.reply), norm, apply))
+        Ok((terms, norm, apply))
     }
 
+    /// The master's batch-norm running statistics become the mean over the units that computed
+    /// this step (the master itself when it computes, and the first `units_ran` of them).
+    fn average_statistics(&mut self, units_ran: usize) {
+        let master_computes = self.mode != Mode::Bf16;
+        let copies_ran = if master_computes { units_ran - 1 } else { units_ran };
+        if copies_ran == 0 {
+            return;
+        }
+        let _guard = tch::no_grad_guard();
+        let count = (copies_ran + usize::from(master_computes)) as f64;
+        let pairs = self.compute[0].buffers.len();
+        for b in 0..pairs {
+            let master = self.compute[0].buffers[b].0.shallow_clone();
+            let mut sum = if master_computes { master.copy() } else { master.zeros_like() };
+            for copy in &self.compute[..copies_ran] {
+                sum += copy.buffers[b].1.to_device(master.device()).to_kind(master.kind());
+            }
+            let mut master = master;
+            master.copy_(&(sum / count));
+        }
+    }
     /// Writes `models_dir/model-STEP.safetensors` and its sidecar (atomically) and makes it the
     /// parent of the next one. Returns its path. Inf or NaN anywhere in the training state is a
     /// [`TrainError::Diverged`], and nothing is written.
@@ -725,6 +893,95 @@ mod tests {
         assert_eq!(t.parent(), Some(checkpoint::file_name(1).as_str()), "the last good checkpoint stays the parent");
     }
 
+    /// The largest absolute difference between two runs' variables whose names satisfy `which`.
+    fn max_difference(a: &Trainer, b: &Trainer, which: impl Fn(&str) -> bool) -> f64 {
+        let bv = b.network().var_store().variables();
+        a.network()
+            .var_store()
+            .variables()
+            .iter()
+            .filter(|(n, _)| which(n))
+            .map(|(n, t)| (t - &bv[n]).abs().max().double_value(&[]))
+            .fold(0.0, f64::max)
+    }
+
+    /// Data parallel over two CPU replicas, on batches made of the same samples twice: each
+    /// replica's half then has the whole batch's batch-norm statistics, so the maths is one
+    /// device's and the runs agree up to float rounding: losses, weights, running means. The
+    /// running variances differ only by the unbiased correction (n/(n−1) over a half's elements
+    /// against the batch's), a relative 1e-3 here.
+    #[test]
+    fn two_replicas_follow_one_device_where_the_maths_is_the_same() {
+        let base = cpu_config(Precision::F32);
+        let batches: Vec<HostBatch> = (0..4)
+            .map(|i| {
+                let half = random_samples(8, 60 + i, SynthPolicy::MinLabel);
+                let doubled: Vec<_> = half.iter().chain(&half).cloned().collect();
+                HostBatch::from_samples(&doubled, &base.loss)
+            })
+            .collect();
+        // Both runs start from one checkpoint: a fresh network draws from libtorch's global
+        // generator, which tests running at the same time share.
+        let dir = tempfile::tempdir().unwrap();
+        let start = Trainer::new(&base, &ModelInit::Fresh(small())).unwrap().save_checkpoint(dir.path()).unwrap();
+        let run = |device: &str| {
+            let config = TrainConfig { device: device.into(), ..base.clone() };
+            let mut t = Trainer::new(&config, &ModelInit::Checkpoint(start.clone())).unwrap();
+            let stats: Vec<StepStats> = batches.iter().map(|b| t.train_step(b).unwrap()).collect();
+            (t, stats)
+        };
+        let (one, one_stats) = run("cpu");
+        let (two, two_stats) = run("cpu,cpu");
+        assert_eq!(two.devices(), [Device::Cpu, Device::Cpu]);
+        assert_eq!(two.compute.len(), 1, "one replica beside the master");
+        for (a, b) in one_stats.iter().zip(&two_stats) {
+            assert!(
+                (a.loss - b.loss).abs() <= 1e-5 * a.loss.abs().max(1.0),
+                "step {}: {} vs {} ({} vs {})",
+                a.step,
+                a.loss,
+                b.loss,
+                a.policy_loss,
+                b.policy_loss
+            );
+            assert!((a.grad_norm - b.grad_norm).abs() <= 1e-4 * a.grad_norm.max(1.0));
+            assert_eq!(a.policy_top1, b.policy_top1);
+        }
+        let weights = max_difference(&one, &two, |n| !n.contains("running_"));
+        assert!(weights <= 1e-5, "weights differ by {weights}");
+        let means = max_difference(&one, &two, |n| n.ends_with("running_mean"));
+        assert!(means <= 1e-5, "running means differ by {means}");
+        let vars = max_difference(&one, &two, |n| n.ends_with("running_var"));
+        assert!(vars <= 1e-2, "running variances differ by {vars}");
+        // Training moved the weights: the agreement above is not vacuous.
+        let moved = max_difference(&one, &Trainer::new(&base, &ModelInit::Checkpoint(start)).unwrap(), |_| true);
+        assert!(moved > 1e-3, "training moved the weights ({moved})");
+    }
+
+    /// Replicas on a 7-row batch (parts of 3, 2 and 2 rows; or two bf16 copies, 4 and 3): after
+    /// every step each replica holds exactly the master's weights and statistics (in its kind).
+    #[test]
+    fn replicas_stay_identical_to_the_master() {
+        for (precision, devices, parts) in
+            [(Precision::F32, "cpu,cpu,cpu", vec![0..3, 3..5, 5..7]), (Precision::Bf16, "cpu,cpu", vec![0..4, 4..7])]
+        {
+            let config = TrainConfig { device: devices.into(), precision, batch_size: 7, ..TrainConfig::default() };
+            let mut t = Trainer::new_allowing_cpu_half(&config, &ModelInit::Fresh(small())).unwrap();
+            assert_eq!(t.parts(7), parts);
+            assert_eq!(t.parts(1), vec![0..1], "a batch smaller than the device count still trains");
+            for seed in 0..2 {
+                let batch = HostBatch::from_samples(&random_samples(7, 70 + seed, SynthPolicy::MinLabel), &config.loss);
+                assert!(!t.train_step(&batch).unwrap().skipped);
+                let master: Vec<Tensor> = t.optimizer.params().iter().map(|(_, p)| p.shallow_clone()).collect();
+                for copy in &t.compute {
+                    for (m, c) in master.iter().zip(&copy.params).chain(copy.buffers.iter().map(|(m, c)| (m, c))) {
+                        assert!(c.equal(&m.to_kind(c.kind())), "{devices}: a replica differs from the master");
+                    }
+                }
+            }
+        }
+    }
+
     /// Training in channels-last follows the contiguous run up to float rounding, and its
     /// checkpoints are ordinary contiguous weights.
     #[test]
@@ -765,7 +1022,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let path = cl.save_checkpoint(dir.path()).unwrap();
-        let loaded = Network::load(&path, &run_options(&base).unwrap()).unwrap();
+        let loaded = Network::load(&path, &run_options(&base).unwrap().0).unwrap();
         let loaded_vars = loaded.var_store().variables();
         for (name, t) in cl.network().var_store().variables() {
             assert!(t.equal(&loaded_vars[&name]), "{name} round-trips exactly");

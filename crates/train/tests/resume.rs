@@ -102,12 +102,16 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
     let tmp = tempfile::tempdir().unwrap();
     let data = shards(tmp.path());
     // SGD (Nesterov, weight decay) in f32; AdamW with the f16 loss-scaling path (a no-op
-    // autocast on the CPU, but the scaler state must survive the resume).
-    for (name, kind, precision) in
-        [("sgd", OptimizerKind::Sgd, Precision::F32), ("adamw", OptimizerKind::AdamW, Precision::F16)]
-    {
+    // autocast on the CPU, but the scaler state must survive the resume); SGD data parallel over
+    // two CPU replicas (the replicas are rebuilt from the saved master on resume).
+    for (name, kind, precision, device) in [
+        ("sgd", OptimizerKind::Sgd, Precision::F32, "cpu"),
+        ("adamw", OptimizerKind::AdamW, Precision::F16, "cpu"),
+        ("sgd-2-replicas", OptimizerKind::Sgd, Precision::F32, "cpu,cpu"),
+    ] {
         let mut c = config(kind);
         c.precision = precision;
+        c.device = device.into();
         c.loss_scale.growth_interval = 4;
         // Mirrored samples too: the reflections are drawn from the sampler's saved generator.
         if kind == OptimizerKind::AdamW {

@@ -1,13 +1,15 @@
 //! Command-line options shared by the subcommands that run a network (`eval`, `bench nn`, …).
 
 use anyhow::Result;
-use koma_nn::{DeviceSpec, Precision, RunOptions};
+use koma_nn::{DeviceList, DeviceSpec, Precision, RunOptions};
 
 use super::choices::precision;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available).
+    /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available). Self-play
+    /// takes several (cuda:0,cuda:1 or cuda:all): a copy of the network and an inference
+    /// service on each.
     #[arg(long, default_value = "auto", env = "KOMA_DEVICE")]
     pub device: String,
     /// Weights and activations: auto (f16 on CUDA, f32 on CPU), f32, f16 or bf16 (CUDA only).
@@ -25,5 +27,14 @@ impl RunArgs {
             precision: self.precision,
             cpu_threads: self.threads,
         })
+    }
+
+    /// The options for each device of a `--device` list.
+    pub fn options_per_device(&self) -> Result<Vec<RunOptions>> {
+        let devices = self.device.parse::<DeviceList>()?.specs()?;
+        Ok(devices
+            .into_iter()
+            .map(|device| RunOptions { device, precision: self.precision, cpu_threads: self.threads })
+            .collect())
     }
 }

@@ -38,6 +38,10 @@ pub struct Args {
     /// Stop when the trainer reaches this step (overrides [run] steps; 0: no limit).
     #[arg(long)]
     steps: Option<u64>,
+    /// Devices for this process, overriding [run] device (not saved in the run's config): cpu,
+    /// cuda:N, a list (cuda:0,cuda:1) or cuda:all.
+    #[arg(long)]
+    device: Option<String>,
     /// Start from this checkpoint as model 0 (a new run, or one without model 0 yet) instead of
     /// a fresh network from [model] and [run] seed; its architecture must be [model]'s.
     #[arg(long, value_name = "CHECKPOINT")]
@@ -385,6 +389,7 @@ pub fn run(args: Args) -> Result<()> {
         minutes: args.minutes,
         cpu_minutes: args.cpu_minutes,
         steps: args.steps,
+        device: args.device.clone(),
         model_zero: args.model_zero.clone(),
         stop,
         report: !args.no_report,

@@ -125,10 +125,18 @@ pub fn run(args: Args) -> Result<()> {
         _ => anyhow::bail!("--model and --out are required without --run"),
     };
     let config = load_selfplay_config(args.config.as_ref())?;
-    let network =
-        Network::load(&model, &args.run.options()?).with_context(|| format!("loading {}", model.display()))?;
     let model_name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name);
+    // One copy of the network per device, each behind its own inference service.
+    let slots = args
+        .run
+        .options_per_device()?
+        .iter()
+        .map(|options| {
+            let network = Network::load(&model, options)
+                .with_context(|| format!("loading {} on {}", model.display(), options.device))?;
+            Ok(EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
     if let Some(path) = &args.openings {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -150,7 +158,7 @@ pub fn run(args: Args) -> Result<()> {
     let result = koma_selfplay::run(
         &config,
         starts,
-        slot,
+        &slots,
         args.games,
         records.as_ref().map_or_else(|| writer.sender(), |r| r.sender()),
         // Ctrl-C stops cleanly: the games finished so far are written.
@@ -162,7 +170,7 @@ pub fn run(args: Args) -> Result<()> {
             bar.set_message(format!(
                 "{:.1} moves/s  {:.0} evals/s  avg length {:.0}  B {} W {} D {}",
                 p.moves as f64 / secs,
-                p.inference.positions.load(std::sync::atomic::Ordering::Relaxed) as f64 / secs,
+                p.inference.positions as f64 / secs,
                 p.stats.average_length(),
                 p.stats.black_wins,
                 p.stats.white_wins,

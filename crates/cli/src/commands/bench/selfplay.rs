@@ -92,15 +92,15 @@ pub fn run(args: Args) -> Result<()> {
     let stats = koma_selfplay::run(
         &selfplay,
         StartPositions::new(0.0, 0.0),
-        slot,
+        &[slot],
         usize::MAX,
         sink,
         stop,
         Duration::from_millis(250),
         &mut |p| {
-            evaluations = p.inference.positions.load(Ordering::Relaxed);
-            batches = p.inference.batches.load(Ordering::Relaxed);
-            busy_ns = p.inference.busy_ns.load(Ordering::Relaxed);
+            evaluations = p.inference.positions;
+            batches = p.inference.batches;
+            busy_ns = p.inference.busy_ns;
             moves = p.moves;
             if start.elapsed().as_secs_f64() >= args.seconds {
                 stop_flag.store(true, Ordering::Relaxed);

@@ -45,9 +45,13 @@ pub struct Args {
     /// Also measure `koma train` end to end (shards in a temporary directory, loader thread).
     #[arg(long)]
     end_to_end: bool,
-    /// cpu, cuda, cuda:N or auto.
+    /// cpu, cuda, cuda:N or auto; several (cuda:0,cuda:1) train data parallel.
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Also measure data-parallel scaling over these devices (cuda:0,cuda:1, cuda:all; cpu,cpu
+    /// on a machine without GPUs): koma on the first alone against all of them, same batch.
+    #[arg(long)]
+    devices: Option<String>,
     /// Half precision on CUDA only.
     #[arg(long, default_value = "f32", value_parser = precision())]
     precision: Precision,
@@ -78,6 +82,7 @@ pub fn run(args: Args) -> Result<()> {
         pytorch_channels_last: !args.no_pytorch_channels_last,
         end_to_end: args.end_to_end,
         config,
+        scaling_devices: args.devices.clone(),
     };
     let json = args.json;
     let report = bench(&options, &mut |line| {
@@ -119,6 +124,17 @@ pub fn run(args: Args) -> Result<()> {
                     .map(|e| format!(", end to end {:.1} samples/s", e.samples_per_second))
                     .unwrap_or_default()
             );
+            if let Some(s) = &n.scaling {
+                println!(
+                    "{:>10} data parallel on {}: {:.1} samples/s, one device {:.1}: speedup {:.2}, efficiency {:.2}",
+                    n.name,
+                    s.devices,
+                    s.all_devices.samples_per_second,
+                    s.one_device.samples_per_second,
+                    s.speedup,
+                    s.efficiency
+                );
+            }
         }
         match report.ratio_ok {
             Some(true) => println!("ratio ≥ 1 for every net: ok"),
