@@ -314,17 +314,17 @@ pub fn result_byte(result: GameResult) -> u8 {
 }
 
 /// A policy target as hcpe3 candidates: each weight scaled to a total of 65535 visits (the
-/// resolution of a shard's u16 weights; shards keep proportions, not counts), rounded, at least 1
-/// for a positive weight; zero weights are left out.
+/// resolution of a shard's u16 weights; shards keep proportions, not counts), rounded, and at
+/// least 1, so that a candidate whose share rounded to 0 in the shard (under 1/131070) stays a
+/// candidate. Empty when no weight is positive.
 pub fn policy_to_visits(policy: &[(Move, f32)]) -> Vec<(u16, u16)> {
-    let total: f32 = policy.iter().map(|&(_, w)| w.max(0.0)).sum();
+    let total: f32 = policy.iter().map(|&(_, w)| if w > 0.0 { w } else { 0.0 }).sum();
     if !(total > 0.0 && total.is_finite()) {
         return Vec::new();
     }
     policy
         .iter()
-        .filter(|&&(_, w)| w > 0.0)
-        .map(|&(m, w)| (move_to_move16(m), ((w / total * 65535.0).round() as u16).max(1)))
+        .map(|&(m, w)| (move_to_move16(m), ((w.max(0.0) / total * 65535.0).round() as u16).max(1)))
         .collect()
 }
 
@@ -646,7 +646,7 @@ mod tests {
     fn visits_scale_to_65535() {
         let m = |u: &str| Move::from_usi(u).unwrap();
         let v = policy_to_visits(&[(m("7g7f"), 0.5), (m("2g2f"), 0.5), (m("5i5h"), 0.0), (m("1g1f"), 1e-9)]);
-        assert_eq!(v.iter().map(|c| c.1).collect::<Vec<_>>(), vec![32768, 32768, 1]);
+        assert_eq!(v.iter().map(|c| c.1).collect::<Vec<_>>(), vec![32768, 32768, 1, 1]);
         assert!(policy_to_visits(&[(m("7g7f"), 0.0)]).is_empty());
     }
 }
