@@ -75,7 +75,8 @@ pub struct Hcpe3Game {
 impl Hcpe3Game {
     /// Bytes the game takes in a file.
     pub fn byte_len(&self) -> usize {
-        HEADER_BYTES + self.moves.iter().map(|m| MOVE_INFO_BYTES + MOVE_VISITS_BYTES * m.candidates.len()).sum::<usize>()
+        HEADER_BYTES
+            + self.moves.iter().map(|m| MOVE_INFO_BYTES + MOVE_VISITS_BYTES * m.candidates.len()).sum::<usize>()
     }
 
     /// Writes the game. Fails (writing nothing) when it has more than 65535 moves or a move more
@@ -322,10 +323,7 @@ pub fn policy_to_visits(policy: &[(Move, f32)]) -> Vec<(u16, u16)> {
     if !(total > 0.0 && total.is_finite()) {
         return Vec::new();
     }
-    policy
-        .iter()
-        .map(|&(m, w)| (move_to_move16(m), ((w.max(0.0) / total * 65535.0).round() as u16).max(1)))
-        .collect()
+    policy.iter().map(|&(m, w)| (move_to_move16(m), ((w.max(0.0) / total * 65535.0).round() as u16).max(1))).collect()
 }
 
 fn eval_of(sample: &Sample, eval_scale: f64) -> i16 {
@@ -517,7 +515,10 @@ mod tests {
             assert!(msg.contains("truncated") && msg.contains("1 complete games"), "{msg}");
         }
         let msg = read_all(&bytes[..len + 10]).1.unwrap().to_string();
-        assert!(msg.contains("header at byte") && msg.contains("needs 36 bytes") && msg.contains("ends after 10"), "{msg}");
+        assert!(
+            msg.contains("header at byte") && msg.contains("needs 36 bytes") && msg.contains("ends after 10"),
+            "{msg}"
+        );
         // A count no position has: the framing is lost.
         let mut bad = bytes.clone();
         bad[len + 36 + 4..len + 36 + 6].copy_from_slice(&1000u16.to_le_bytes());
@@ -594,7 +595,10 @@ mod tests {
         let mut g = sample_game();
         g.moves.truncate(0);
         g.hcp = encode_hcp(&Position::from_sfen("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1").unwrap()).unwrap();
-        assert_eq!(hcpe3_to_game(&g, "", DLSHOGI_EVAL_SCALE).unwrap().result, r(Some(Color::Black), EndReason::Checkmate));
+        assert_eq!(
+            hcpe3_to_game(&g, "", DLSHOGI_EVAL_SCALE).unwrap().result,
+            r(Some(Color::Black), EndReason::Checkmate)
+        );
     }
 
     #[test]
