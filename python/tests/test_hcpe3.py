@@ -7,7 +7,8 @@ are built here with numpy structured dtypes laid out as dlshogi's `HuffmanCodedP
 `MoveInfo` and `MoveVisits` (36, 6 and 4 bytes, little-endian, packed), from random legal games
 cshogi plays. koma must replay every game: each position, move, visit distribution, evaluation and
 result as cshogi sees them. Its hcpe3 export, decoded with numpy and cshogi, must give back the
-same games. Truncated and corrupt files must be reported with the file, game and byte offset.
+same games, and koma's own self-play shards must survive shards → hcpe3 → shards. Truncated and
+corrupt files must be reported with the file, game and byte offset.
 Finally a tiny net trained on imported hcpe3 must learn the visit distribution, not the move played.
 
 Needs KOMA_BIN (scripts/test sets it). KOMA_HCPE3_GAMES sets the number of games (default 120).
@@ -395,3 +396,39 @@ def test_training_uses_the_visit_distribution(koma, tmp_path):
     assert 0.05 < p["5g5f"] / p["7g7f"] < 0.5, p
     # 30 legal moves: the three searched ones hold most of the mass (0.1 untrained).
     assert p["7g7f"] + p["2g2f"] + p["5g5f"] > 0.5
+
+
+def test_selfplay_shards_round_trip_through_hcpe3(koma, tmp_path):
+    """koma's own self-play shards → hcpe3 → shards: the same games and, for every sample with a
+    move, the same position, move, result and policy (to 1/65535); samples without a move (a
+    resigning player's last search) are the only ones left out, and are counted."""
+    small = {"blocks": 1, "channels": 16, "policy_channels": 8, "value_channels": 2, "value_hidden": 16}
+    (tmp_path / "small.json").write_text(json.dumps(small))
+    init = tmp_path / "model.safetensors"
+    koma("init", "--config", str(tmp_path / "small.json"), "--out", str(init))
+    sp = tmp_path / "sp.toml"
+    sp.write_text("[selfplay]\nworkers = 1\ngames_per_worker = 4\nsimulations = 16\ncheap_simulations = 4\nmax_plies = 60\n")
+    koma("selfplay", "--model", str(init), "--games", "4", "--out", str(tmp_path / "sp"), "--config", str(sp), "--device", "cpu", "--json")
+    back = tmp_path / "sp.hcpe3"
+    report = json.loads(koma("data", "export", "--to", "hcpe3", str(tmp_path / "sp"), "--out", str(back), "--json").stdout)
+    first = [(s, g) for s in read_dir(tmp_path / "sp") for g in s.games]
+    no_move = sum(1 for s, g in first for i in g.samples if s.move_usi(i) is None)
+    total = sum(len(g.samples) for _, g in first)
+    assert (report["games"], report["positions"], report["skipped"]) == (len(first), total - no_move, no_move)
+    assert all("no move was played" in p for p in report["problems"])
+    import_json(koma, str(back), "--out", str(tmp_path / "again"))
+    koma("data", "verify", str(tmp_path / "again"))
+    again = [(s, g) for s in read_dir(tmp_path / "again") for g in s.games]
+    assert len(again) == len(first)
+    for (s1, g1), (s2, g2) in zip(first, again):
+        assert (normalize(g1.start), g1.moves, g1.winner) == (normalize(g2.start), g2.moves, g2.winner)
+        # hcpe3 has no flag for a Try win: it comes back as a resignation.
+        assert g2.end == ("resignation" if g1.end == "try" else g1.end), (g1.end, g2.end)
+        kept = [i for i in g1.samples if s1.move_usi(i) is not None]
+        assert len(kept) == len(g2.samples)
+        for i, j in zip(kept, g2.samples):
+            assert (s1.sfen(i), s1.move_usi(i), int(s1.ply[i]), int(s1.result[i])) == (s2.sfen(j), s2.move_usi(j), int(s2.ply[j]), int(s2.result[j]))
+            m1, w1 = s1.policy(i)
+            m2, w2 = s2.policy(j)
+            assert m1 == m2 and np.allclose(w1, w2, atol=4e-5)
+            assert np.allclose(s1.root_wdl[i][0] + s1.root_wdl[i][1] / 2, s2.root_wdl[j][0], atol=2e-3)
