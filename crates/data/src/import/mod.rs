@@ -91,7 +91,7 @@ pub struct ImportOptions {
     pub eval_scale: f64,
     pub games_per_shard: usize,
     pub positions_per_shard: usize,
-    /// Shards are named `PREFIX-NNNNNN.h5` (records) and `PREFIX-hcpe-NNNNNN.h5` (hcpe).
+    /// Shards are named `PREFIX-NNNNNN.h5` (records, hcpe3) and `PREFIX-hcpe-NNNNNN.h5` (hcpe).
     pub prefix: String,
     /// Stop at the first bad file or record.
     pub strict: bool,
