@@ -1,8 +1,8 @@
 //! `koma data …`: training data outside self-play.
 //!
-//! - `import`: game records (CSA, KIF/KIFU, KI2; files or directories) and dlshogi hcpe files to
-//!   replay shards;
-//! - `export`: shards to an hcpe file;
+//! - `import`: game records (CSA, KIF/KIFU, KI2; files or directories) and dlshogi hcpe and hcpe3
+//!   files to replay shards;
+//! - `export`: shards to an hcpe or hcpe3 file;
 //! - `stats`: what shards hold (games, results, lengths, policy entries, move labels, bytes);
 //! - `verify`: every dataset of every shard read and checked; exit status 1 if any is bad.
 //!
@@ -27,9 +27,9 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 enum Command {
-    /// Import game records (CSA, KIF/KIFU, KI2) or dlshogi hcpe files into replay shards.
+    /// Import game records (CSA, KIF/KIFU, KI2) or dlshogi hcpe/hcpe3 files into replay shards.
     Import(ImportArgs),
-    /// Write the samples of shards to a dlshogi hcpe file.
+    /// Write the samples of shards to a dlshogi hcpe file, or their games to an hcpe3 file.
     Export(ExportArgs),
     /// Statistics of shards: games, results, lengths, policy entries, move labels, bytes.
     Stats(StatsArgs),
@@ -48,7 +48,7 @@ struct ImportArgs {
     /// Directory for the shards (created if needed; numbering continues after existing shards).
     #[arg(long)]
     out: PathBuf,
-    /// Games per shard (records).
+    /// Games per shard (records, hcpe3).
     #[arg(long, default_value_t = 1000)]
     games_per_shard: usize,
     /// Positions per shard (hcpe).
@@ -64,7 +64,8 @@ struct ImportArgs {
     /// Use the records' evaluations (CSA `'**`, KIF 評価値) as root values.
     #[arg(long)]
     evals: bool,
-    /// Centipawns per logit when turning evaluations into values (dlshogi's constant).
+    /// Centipawns per logit when turning evaluations (records, hcpe, hcpe3) into values
+    /// (dlshogi's constant).
     #[arg(long, default_value_t = koma_data::hcp::DLSHOGI_EVAL_SCALE)]
     eval_scale: f64,
     /// Shard file name prefix.
@@ -80,8 +81,8 @@ struct ImportArgs {
 
 #[derive(Debug, clap::Args)]
 struct ExportArgs {
-    /// Output format.
-    #[arg(long, default_value = "hcpe", value_parser = PossibleValuesParser::new(["hcpe"]))]
+    /// Output format: hcpe (one record per sample) or hcpe3 (games with their visit counts).
+    #[arg(long, default_value = "hcpe", value_parser = PossibleValuesParser::new(["hcpe", "hcpe3"]))]
     to: String,
     /// Shards, or directories searched recursively for `.h5` files.
     #[arg(required = true)]
@@ -89,7 +90,7 @@ struct ExportArgs {
     /// The file to write.
     #[arg(long)]
     out: PathBuf,
-    /// Scale of the logistic that turns a sample's value into hcpe's centipawn eval.
+    /// Scale of the logistic that turns a sample's value into the centipawn eval.
     #[arg(long, default_value_t = koma_data::hcp::DLSHOGI_EVAL_SCALE)]
     eval_scale: f64,
     /// Print one JSON object instead of text.
@@ -138,7 +139,7 @@ const WARNINGS_PRINTED: usize = 50;
 
 fn run_import(args: ImportArgs) -> Result<()> {
     let source = Source::from_name(&args.from)
-        .with_context(|| format!("--from {:?}: expected csa, kif, ki2, hcpe or auto", args.from))?;
+        .with_context(|| format!("--from {:?}: expected csa, kif, ki2, hcpe, hcpe3 or auto", args.from))?;
     if args.games_per_shard == 0 || args.positions_per_shard == 0 {
         bail!("--games-per-shard and --positions-per-shard must be at least 1");
     }
@@ -188,7 +189,8 @@ fn run_import(args: ImportArgs) -> Result<()> {
                 Source::Kif => ".kif or .kifu",
                 Source::Ki2 => ".ki2",
                 Source::Hcpe => ".hcpe",
-                Source::Auto => ".csa, .kif, .kifu, .ki2 or .hcpe",
+                Source::Hcpe3 => ".hcpe3",
+                Source::Auto => ".csa, .kif, .kifu, .ki2, .hcpe or .hcpe3",
             }
         );
     }
@@ -254,10 +256,13 @@ fn run_import(args: ImportArgs) -> Result<()> {
 }
 
 fn run_export(args: ExportArgs) -> Result<()> {
-    // `--to` takes only `hcpe` (its parser refuses anything else) and says so in `--help`.
+    // `--to` takes only `hcpe` or `hcpe3` (its parser refuses anything else).
     let shards = list_shards(&args.inputs)?;
     if shards.is_empty() {
         bail!("no .h5 shards in {:?}", args.inputs);
+    }
+    if args.to == "hcpe3" {
+        return run_export_hcpe3(args, &shards);
     }
     let progress = bar(shards.len() as u64, "{bar:30} {pos}/{len} shards  {msg}");
     let mut samples = 0usize;
@@ -285,6 +290,44 @@ fn run_export(args: ExportArgs) -> Result<()> {
     println!("wrote {} hcpe records from {} shards to {}", summary.records, summary.shards, args.out.display());
     if summary.skipped > 0 {
         println!("{} samples could not be written as hcpe", summary.skipped);
+    }
+    Ok(())
+}
+
+fn run_export_hcpe3(args: ExportArgs, shards: &[PathBuf]) -> Result<()> {
+    let progress = bar(shards.len() as u64, "{bar:30} {pos}/{len} shards  {msg}");
+    let mut samples = 0usize;
+    let summary = import::export_hcpe3(shards, &args.out, args.eval_scale, &mut |n| {
+        samples += n;
+        progress.inc(1);
+        progress.set_message(format!("{samples} samples"));
+    })?;
+    progress.finish_and_clear();
+    for p in &summary.problems {
+        eprintln!("koma: warning: {p}");
+    }
+    if args.json {
+        let report = serde_json::json!({
+            "out": args.out,
+            "format": args.to,
+            "games": summary.games,
+            "positions": summary.positions,
+            "shards": summary.shards,
+            "skipped": summary.skipped,
+            "problems": summary.problems,
+        });
+        println!("{report}");
+        return Ok(());
+    }
+    println!(
+        "wrote {} hcpe3 games with {} training positions from {} shards to {}",
+        summary.games,
+        summary.positions,
+        summary.shards,
+        args.out.display()
+    );
+    if summary.skipped > 0 {
+        println!("{} samples could not be written as hcpe3 (the first reasons are above)", summary.skipped);
     }
     Ok(())
 }

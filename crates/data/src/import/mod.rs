@@ -1,13 +1,15 @@
-//! Importers: game records (CSA, KIF/KIFU, KI2) and dlshogi hcpe files to replay shards, and
-//! shards back to hcpe. docs/data-format.md describes what each source becomes.
+//! Importers: game records (CSA, KIF/KIFU, KI2) and dlshogi hcpe and hcpe3 files to replay
+//! shards, and shards back to hcpe or hcpe3. docs/data-format.md describes what each source
+//! becomes.
 //!
 //! [`import`] walks the inputs (files, or directories recursively), converts what it can, and
 //! reports every bad file or record (file, line or record index, reason) without stopping, unless
 //! `strict` is set. Games go through a [`ShardWriter`]: `games_per_shard` games per shard for
-//! records; for hcpe, which has no games, each shard holds one pseudo-game of up to
+//! records and hcpe3 games; for hcpe, which has no games, each shard holds one pseudo-game of up to
 //! `positions_per_shard` consecutive records of one file.
 
 pub mod hcpe;
+pub mod hcpe3;
 pub mod records;
 
 use std::collections::BTreeMap;
@@ -26,6 +28,7 @@ use crate::shard::ShardReader;
 use crate::writer::ShardWriter;
 
 pub use hcpe::{hcpe_to_sample, read_hcpe, sample_to_hcpe, HcpeWriter};
+pub use hcpe3::{game_to_hcpe3, hcpe3_to_game, sample_to_hcpe3, Hcpe3Game, Hcpe3Reader, Hcpe3Writer};
 pub use records::{floodgate_ratings, record_to_game, usable_result, RecordOptions, Skip};
 
 /// What the inputs are.
@@ -36,13 +39,14 @@ pub enum Source {
     Kif,
     Ki2,
     Hcpe,
-    /// By extension: `.csa`, `.kif`/`.kifu`, `.ki2`, `.hcpe`.
+    Hcpe3,
+    /// By extension: `.csa`, `.kif`/`.kifu`, `.ki2`, `.hcpe`, `.hcpe3`.
     Auto,
 }
 
 impl Source {
     /// The names [`Source::from_name`] reads.
-    pub const NAMES: [&'static str; 6] = ["auto", "csa", "kif", "kifu", "ki2", "hcpe"];
+    pub const NAMES: [&'static str; 7] = ["auto", "csa", "kif", "kifu", "ki2", "hcpe", "hcpe3"];
 
     pub fn from_name(name: &str) -> Option<Source> {
         Some(match name.to_ascii_lowercase().as_str() {
@@ -50,6 +54,7 @@ impl Source {
             "kif" | "kifu" => Source::Kif,
             "ki2" => Source::Ki2,
             "hcpe" => Source::Hcpe,
+            "hcpe3" => Source::Hcpe3,
             "auto" => Source::Auto,
             _ => return None,
         })
@@ -62,6 +67,7 @@ impl Source {
             "kif" | "kifu" => Source::Kif,
             "ki2" => Source::Ki2,
             "hcpe" => Source::Hcpe,
+            "hcpe3" => Source::Hcpe3,
             _ => return None,
         };
         (self == Source::Auto || self == by_ext).then_some(by_ext)
@@ -81,11 +87,11 @@ impl Source {
 pub struct ImportOptions {
     pub source: Source,
     pub records: RecordOptions,
-    /// Scale of hcpe evaluations (centipawns per logit).
+    /// Scale of hcpe and hcpe3 evaluations (centipawns per logit).
     pub eval_scale: f64,
     pub games_per_shard: usize,
     pub positions_per_shard: usize,
-    /// Shards are named `PREFIX-NNNNNN.h5` (records) and `PREFIX-hcpe-NNNNNN.h5` (hcpe).
+    /// Shards are named `PREFIX-NNNNNN.h5` (records, hcpe3) and `PREFIX-hcpe-NNNNNN.h5` (hcpe).
     pub prefix: String,
     /// Stop at the first bad file or record.
     pub strict: bool,
@@ -177,7 +183,7 @@ pub fn collect_inputs(inputs: &[PathBuf], source: Source) -> Result<Vec<(PathBuf
             let s = match source {
                 Source::Auto => Source::Auto.of_extension(ext).ok_or_else(|| DataError::BadInput {
                     path: input.clone(),
-                    message: "unknown extension: use --from csa|kif|ki2|hcpe".into(),
+                    message: "unknown extension: use --from csa|kif|ki2|hcpe|hcpe3".into(),
                 })?,
                 s => s,
             };
@@ -249,11 +255,16 @@ pub fn import(
                 let sender = hcpe_writer.as_ref().expect("spawned").sender();
                 import_hcpe_file(&mut run, path, &name, &sender)?;
             } else {
+                // Records and hcpe3 games share the game shards.
                 if record_writer.is_none() {
                     record_writer = Some(ShardWriter::spawn(out, &options.prefix, options.games_per_shard)?);
                 }
                 let sender = record_writer.as_ref().expect("spawned").sender();
-                import_record_file(&mut run, path, *source, &name, &sender)?;
+                if *source == Source::Hcpe3 {
+                    import_hcpe3_file(&mut run, path, &name, &sender)?;
+                } else {
+                    import_record_file(&mut run, path, *source, &name, &sender)?;
+                }
             }
             if run.summary.problem_count > bad_before {
                 run.summary.bad_files += 1;
@@ -315,6 +326,41 @@ fn import_record_file(
         }
     }
     Ok(())
+}
+
+/// Imports the games of an hcpe3 file: a bad game is reported (`FILE: game K (from byte B): …`)
+/// and skipped; a truncated or corrupt stream stops the file, keeping the games before it.
+fn import_hcpe3_file(run: &mut Run, path: &Path, name: &str, sender: &Sender<GameSamples>) -> Result<()> {
+    let file = match fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return run.problem(path, e.to_string()),
+    };
+    let mut reader = Hcpe3Reader::new(std::io::BufReader::with_capacity(1 << 20, file));
+    let mut k = 0usize;
+    loop {
+        let (game, start) = match reader.next_game() {
+            Ok(Some(g)) => g,
+            Ok(None) => return Ok(()),
+            Err(e) => return run.problem(path, e.to_string()),
+        };
+        run.summary.games_read += 1;
+        k += 1;
+        match hcpe3_to_game(&game, &format!("hcpe3:{name}#{k}"), run.options.eval_scale) {
+            Ok(g) => {
+                run.summary.games += 1;
+                if sender.send(g).is_err() {
+                    return Err(DataError::Io {
+                        path: path.to_path_buf(),
+                        source: std::io::Error::other("the shard writer stopped"),
+                    });
+                }
+            }
+            Err(message) => {
+                *run.summary.skipped.entry("invalid").or_default() += 1;
+                run.problem(path, format!("game {k} (from byte {start}): {message}"))?;
+            }
+        }
+    }
 }
 
 /// The pseudo-game holding hcpe records: no start, no moves, no result of its own.
@@ -420,5 +466,85 @@ pub fn export_hcpe(
         progress(samples.len());
     }
     summary.records = writer.finish().map_err(io)?;
+    Ok(summary)
+}
+
+/// What [`export_hcpe3`] wrote.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Hcpe3ExportSummary {
+    pub shards: usize,
+    /// Games written (a sample without a game, from hcpe, is written as a one-move game).
+    pub games: usize,
+    /// Moves written with candidates: the samples that made it.
+    pub positions: usize,
+    /// Samples that could not be written, with the first reasons in `problems`.
+    pub skipped: usize,
+    pub problems: Vec<String>,
+}
+
+impl Hcpe3ExportSummary {
+    fn skip(&mut self, shard: &Path, what: String) {
+        self.skipped += 1;
+        if self.problems.len() < 100 {
+            self.problems.push(format!("{}: {what}", shard.display()));
+        }
+    }
+}
+
+/// Writes the games of `shards` (in order) to the hcpe3 file `out`: each game from its start with
+/// every move, its samples as candidates; the samples of pseudo-games (hcpe imports) as one-move
+/// games.
+pub fn export_hcpe3(
+    shards: &[PathBuf],
+    out: &Path,
+    eval_scale: f64,
+    progress: &mut dyn FnMut(usize),
+) -> Result<Hcpe3ExportSummary> {
+    let io = |source| DataError::Io { path: out.to_path_buf(), source };
+    let mut writer = Hcpe3Writer::create(out).map_err(io)?;
+    let mut summary = Hcpe3ExportSummary::default();
+    for shard in shards {
+        let reader = ShardReader::open(shard)?;
+        let samples = reader.read_all()?;
+        for (g, info) in reader.games()?.iter().enumerate() {
+            let Some(game_samples) = samples.get(info.samples.clone()) else {
+                return Err(DataError::Inconsistent {
+                    path: shard.clone(),
+                    what: format!("game {g}: samples {:?} beyond the {} samples", info.samples, samples.len()),
+                });
+            };
+            if info.start_sfen.is_empty() {
+                for (k, s) in game_samples.iter().enumerate() {
+                    match sample_to_hcpe3(s, eval_scale) {
+                        Ok(game) => {
+                            writer.write(&game).map_err(io)?;
+                            summary.games += 1;
+                            summary.positions += 1;
+                        }
+                        Err(message) => summary.skip(shard, format!("sample {}: {message}", info.samples.start + k)),
+                    }
+                }
+                continue;
+            }
+            match game_to_hcpe3(info, game_samples, info.samples.start, eval_scale) {
+                Ok((game, export)) => {
+                    writer.write(&game).map_err(io)?;
+                    summary.games += 1;
+                    summary.positions += export.positions;
+                    for (i, why) in export.skipped {
+                        summary.skip(shard, format!("sample {i}: {why}"));
+                    }
+                }
+                Err(message) => {
+                    let n = info.samples.len();
+                    summary.skip(shard, format!("game {g}: {message} (its {n} samples are not written)"));
+                    summary.skipped += n.saturating_sub(1);
+                }
+            }
+        }
+        summary.shards += 1;
+        progress(samples.len());
+    }
+    writer.finish().map_err(io)?;
     Ok(summary)
 }
