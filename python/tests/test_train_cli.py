@@ -18,8 +18,10 @@ def test_selfplay_then_train_resume_and_plot(koma, koma_bin, tmp_path):
     init = run / "models" / "model-00000000.safetensors"
     koma("init", "--config", str(tmp_path / "small.json"), "--out", str(init))
     sp = tmp_path / "sp.toml"
-    sp.write_text("[selfplay]\nworkers = 1\ngames_per_worker = 2\nsimulations = 8\ncheap_simulations = 4\nmax_plies = 40\n")
-    koma("selfplay", "--model", str(init), "--games", "4", "--out", str(run / "selfplay"), "--config", str(sp), "--device", "cpu", "--json")
+    sp.write_text("[selfplay]\nworkers = 2\ngames_per_worker = 1\nsimulations = 8\ncheap_simulations = 4\nmax_plies = 40\n")
+    # Two devices (two CPU inference services here), a worker on each.
+    out = koma("selfplay", "--model", str(init), "--games", "4", "--out", str(run / "selfplay"), "--config", str(sp), "--device", "cpu,cpu", "--json")
+    assert json.loads(out.stdout)["stats"]["games"] == 4
 
     common = ["--data", str(run), "--batch-size", "16", "--device", "cpu", "--threads", "1", "--json"]
     out = koma("train", "--model", str(init), "--steps", "4", "--checkpoint-every", "2", *common)
@@ -33,8 +35,11 @@ def test_selfplay_then_train_resume_and_plot(koma, koma_bin, tmp_path):
     # A fresh start over an existing state is refused; --resume continues to the new target.
     bad = subprocess.run([koma_bin, "train", "--model", str(init), "--steps", "6", *common], capture_output=True, text=True)
     assert bad.returncode == 1 and "--resume" in bad.stderr
-    s = json.loads(koma("train", "--steps", "6", "--resume", *common).stdout)
-    assert (s["start_step"], s["final_step"], s["resumed"]) == (4, 6, True)
+    # The state of a one-device run resumes data parallel on two replicas (the state holds only
+    # the master weights).
+    two = [a if a != "cpu" else "cpu,cpu" for a in common]
+    s = json.loads(koma("train", "--steps", "6", "--resume", *two).stdout)
+    assert (s["start_step"], s["final_step"], s["resumed"], s["device"]) == (4, 6, True, "cpu,cpu")
 
     records = plot.read_metrics(str(run / "train" / "metrics.jsonl"))
     assert [r["step"] for r in records] == [4, 6]
