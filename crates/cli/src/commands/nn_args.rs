@@ -7,11 +7,11 @@ use super::choices::precision;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
-    /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available). Self-play
-    /// takes several (cuda:0,cuda:1 or cuda:all): a copy of the network and an inference
-    /// service on each.
-    #[arg(long, default_value = "auto", env = "KOMA_DEVICE")]
-    pub device: String,
+    /// Where to run the network: cpu, cuda, cuda:N or auto (CUDA when available; the default).
+    /// Self-play takes several (cuda:0,cuda:1 or cuda:all): a copy of the network and an
+    /// inference service on each; with --run it replaces the run's [run] device.
+    #[arg(long, env = "KOMA_DEVICE")]
+    pub device: Option<String>,
     /// Weights and activations: auto (f16 on CUDA, f32 on CPU), f32, f16 or bf16 (CUDA only).
     #[arg(long, default_value = "auto", value_parser = precision())]
     pub precision: Precision,
@@ -21,9 +21,14 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// `--device`, `auto` when not given.
+    pub fn device(&self) -> &str {
+        self.device.as_deref().unwrap_or("auto")
+    }
+
     pub fn options(&self) -> Result<RunOptions> {
         Ok(RunOptions {
-            device: self.device.parse::<DeviceSpec>()?,
+            device: self.device().parse::<DeviceSpec>()?,
             precision: self.precision,
             cpu_threads: self.threads,
         })
@@ -31,7 +36,7 @@ impl RunArgs {
 
     /// The options for each device of a `--device` list.
     pub fn options_per_device(&self) -> Result<Vec<RunOptions>> {
-        let devices = self.device.parse::<DeviceList>()?.specs()?;
+        let devices = self.device().parse::<DeviceList>()?.specs()?;
         Ok(devices
             .into_iter()
             .map(|device| RunOptions { device, precision: self.precision, cpu_threads: self.threads })

@@ -46,6 +46,10 @@ pub struct Args {
     /// a fresh network from [model] and [run] seed; its architecture must be [model]'s.
     #[arg(long, value_name = "CHECKPOINT")]
     model_zero: Option<PathBuf>,
+    /// Only create the run (its config.toml and model 0; with --resume, check it) and exit: for
+    /// stages started as separate processes or cluster jobs (docs/cluster.md).
+    #[arg(long, conflicts_with_all = ["minutes", "cpu_minutes", "steps", "no_report"])]
+    prepare: bool,
     /// Skip the end-of-run arena report (the plots of the losses are still drawn).
     #[arg(long)]
     no_report: bool,
@@ -408,6 +412,15 @@ pub fn run(args: Args) -> Result<()> {
     );
     if let Some(kept) = &prepared.replaced_config {
         tracing::warn!("--config replaces the run's config.toml; the previous one is kept as {}", kept.display());
+    }
+    if args.prepare {
+        let model_zero = prepared.model_zero.path.display().to_string();
+        if args.json {
+            println!("{}", serde_json::json!({ "run_dir": prepared.run.root, "model_zero": model_zero }));
+        } else {
+            println!("run {} ready: config.toml and model 0 ({model_zero})", prepared.run.root.display());
+        }
+        return Ok(());
     }
     let limit = options.minutes.unwrap_or(prepared.config.run.minutes);
     let cpu_limit = options.cpu_minutes.unwrap_or(prepared.config.run.cpu_minutes);

@@ -68,9 +68,14 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
 }
 
 /// `--run DIR --follow`: koma_pipeline's self-play stage with a status line, until Ctrl-C.
-fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
+/// `device` replaces the run's `[run] device` (a cluster task names the devices it was given).
+fn follow_run(dir: &std::path::Path, device: Option<&str>, json: bool) -> Result<()> {
     let run = koma_pipeline::RunDir::new(dir);
     let config = koma_pipeline::PipelineConfig::parse(&run.read_config()?, &run.config_file().display().to_string())?;
+    let config = match device {
+        Some(device) => config.with_device(device)?,
+        None => config,
+    };
     if config.run.threads > 0 {
         tch::set_num_threads(config.run.threads as i32);
     }
@@ -118,7 +123,7 @@ fn follow_run(dir: &std::path::Path, json: bool) -> Result<()> {
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(dir) = &args.run_dir {
-        return follow_run(dir, args.json);
+        return follow_run(dir, args.run.device.as_deref(), args.json);
     }
     let (model, out) = match (&args.model, &args.out) {
         (Some(m), Some(o)) => (m.clone(), o.clone()),

@@ -57,7 +57,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Validate --device/--precision the way every other subcommand does.
     args.run.options()?;
-    set("Device", &args.run.device)?;
+    set("Device", args.run.device())?;
     set("Precision", &args.run.precision.to_string())?;
     if let Some(threads) = args.run.threads {
         set("Threads", &threads.to_string())?;
