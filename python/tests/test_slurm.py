@@ -124,7 +124,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
 ReturnToService=2
-KillWait=60
+KillWait=30
 NodeName={node} CPUs=8 RealMemory=2000 State=UNKNOWN
 PartitionName=debug Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """)
@@ -180,13 +180,13 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
                     out.append(f"== {f}\n{fh.read()[-1500:]}")
         return "\n".join(out) + "\n" + "\n".join(jobs(env))
 
-    submit = [SUBMIT, "--run", rundir, "--trainer-gpus", "0", "--selfplay-gpus", "0", "--koma", koma_bin]
+    submit = [SUBMIT, "--run", rundir, "--trainer-gpus", "0", "--selfplay-gpus", "0", "--cpus", "2", "--koma", koma_bin]
     r = run([*submit, "--selfplay-tasks", "2"], env=env)
     assert r.returncode == 0, r.stderr
     ids = dict(line.split() for line in r.stdout.split("\n") if line.strip())
     trainer, array = ids["trainer"], ids["selfplay"]
 
-    by_task = lambda t: [s for s in shards(rundir) if re.match(rf"selfplay-.+-task{t}-\d+-\d+-\d+\.h5$", os.path.basename(s))]
+    by_task = lambda t: [s for s in shards(rundir) if re.match(rf"selfplay-.+-a{array}-t{t}-\d+-\d+-\d+\.h5$", os.path.basename(s))]
     models = lambda: sorted(f for f in os.listdir(os.path.join(rundir, "models")) if f.endswith(".safetensors"))
     played_new = lambda t: any(m != "model-00000000" for s in by_task(t) for m in read_shard(s)[1])
     wait_for(lambda: len(models()) >= 3 and played_new(0) and played_new(1), 400,
@@ -199,12 +199,14 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
         with open(path) as f:
             return max([json.loads(l)["total_samples"] for l in f if l.strip()] or [0])
 
-    # Task 0 stops: the trainer must then count samples beyond everything task 0 wrote, which only
-    # task 1's shards can give.
+    # Task 0 stops: afterwards the trainer must count samples beyond everything task 0 wrote and
+    # beyond what it had counted when task 0 ended; only task 1's new shards can give them.
     assert run(["scancel", f"{array}_0"], env=env).returncode == 0
     wait_for(lambda: not any(l.startswith(f"{array}_0 ") for l in jobs(env)), 120, "task 0 to end", logs)
-    fixed = sum(read_shard(s)[0] for s in by_task(0))
-    wait_for(lambda: total_samples() > fixed, 300, "the trainer counting task 1's samples", logs)
+    fixed = max(sum(read_shard(s)[0] for s in by_task(0)), total_samples())
+    task1_shards = len(by_task(1))
+    wait_for(lambda: len(by_task(1)) > task1_shards and total_samples() > fixed, 300,
+             "new shards of task 1 counted by the trainer", logs)
 
     # Everything stops cleanly on scancel (SIGTERM): the trainer writes its state and lets go of
     # the lease, self-play writes its finished games.
@@ -215,7 +217,7 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
     assert step > 0
     assert not os.path.exists(os.path.join(rundir, "trainer.lease"))
     with open(os.path.join(logs_dir, f"slurm-trainer-{trainer}.out")) as f:
-        assert "stopped" in f.read(), logs()
+        assert ", stopped" in f.read(), logs()
     assert not [f for f in os.listdir(os.path.join(rundir, "selfplay")) if f.endswith(".tmp")]
 
     # A resubmitted trainer resumes at the state's step, and its window is every shard of both

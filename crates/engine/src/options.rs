@@ -23,6 +23,9 @@ pub struct Options {
     pub threads: u64,
     /// Leaves per network batch (0: 32 on CUDA, 8 otherwise).
     pub batch_size: u64,
+    /// Search threads sharing one tree, each with its own batch in flight (dlshogi's
+    /// `UCT_Threads`); 1: the single-threaded search.
+    pub search_threads: u64,
     /// Evaluation cache, MiB (0: off).
     pub nn_cache_mib: u64,
     /// Search tree memory, MiB (`USI_Hash`).
@@ -64,6 +67,7 @@ impl Default for Options {
             precision: "auto".into(),
             threads: 0,
             batch_size: 0,
+            search_threads: 1,
             nn_cache_mib: 64,
             hash_mib: 1024,
             playouts: 0,
@@ -104,6 +108,7 @@ const SPECS: &[Spec] = &[
     Spec { name: "Precision", kind: Kind::Combo(&["auto", "f32", "f16", "bf16"]) },
     Spec { name: "Threads", kind: Kind::Spin { min: 0, max: 1024 } },
     Spec { name: "BatchSize", kind: Kind::Spin { min: 0, max: 4096 } },
+    Spec { name: "SearchThreads", kind: Kind::Spin { min: 1, max: 256 } },
     Spec { name: "NNCacheSize", kind: Kind::Spin { min: 0, max: 1 << 20 } },
     Spec { name: "USI_Hash", kind: Kind::Spin { min: 1, max: 1 << 22 } },
     Spec { name: "Playouts", kind: Kind::Spin { min: 0, max: 1_000_000_000 } },
@@ -136,6 +141,7 @@ const ALIASES: &[(&str, &str)] = &[
     // dlshogi
     ("DNN_Model", "Model"),
     ("DNN_Batch_Size", "BatchSize"),
+    ("UCT_Threads", "SearchThreads"),
     ("Resign_Threshold", "ResignThreshold"),
     ("Draw_Ply", "MaxMovesToDraw"),
     ("Const_Playout", "Playouts"),
@@ -210,6 +216,7 @@ impl Options {
             "Precision" => Value::Text(self.precision.clone()),
             "Threads" => Value::Number(self.threads),
             "BatchSize" => Value::Number(self.batch_size),
+            "SearchThreads" => Value::Number(self.search_threads),
             "NNCacheSize" => Value::Number(self.nn_cache_mib),
             "USI_Hash" => Value::Number(self.hash_mib),
             "Playouts" => Value::Number(self.playouts),
@@ -277,6 +284,7 @@ impl Options {
             ("Precision", Value::Text(t)) => self.precision = t,
             ("Threads", Value::Number(n)) => self.threads = n,
             ("BatchSize", Value::Number(n)) => self.batch_size = n,
+            ("SearchThreads", Value::Number(n)) => self.search_threads = n,
             ("NNCacheSize", Value::Number(n)) => self.nn_cache_mib = n,
             ("USI_Hash", Value::Number(n)) => self.hash_mib = n,
             ("Playouts", Value::Number(n)) => self.playouts = n,

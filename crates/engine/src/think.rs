@@ -8,11 +8,11 @@
 //! `ResignThreshold`.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use koma_mcts::{RootChild, Search, SearchConfig, Selection};
+use koma_mcts::{Evaluator, RootChild, Search, SearchConfig, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};
 
@@ -94,6 +94,8 @@ const MATE_MAX_PLIES: u32 = 1023;
 const MATE_STACK_BYTES: usize = 16 << 20;
 /// Node budget of the quick mate search before a normal search.
 const QUICK_MATE_NODES: u64 = 200_000;
+/// Stack of each further search thread (the walk is iterative; positions are cloned per batch).
+const SEARCH_STACK_BYTES: usize = 8 << 20;
 /// Seconds between periodic `info` lines.
 const INFO_INTERVAL: Duration = Duration::from_secs(1);
 /// Fallback seed; engine play has no randomness (no root noise, temperature 0).
@@ -374,108 +376,116 @@ impl Job {
         let only_move = search.root_children().len() == 1;
         let mut stats =
             Stats { base_visits: search.root_visits(), root_ply: pos.plies_from_root(), seldepth: 0, memory_budget };
+        let walker = Walker {
+            search: Mutex::new(search),
+            evaluator: evaluator.as_ref(),
+            root_ply: stats.root_ply,
+            node_cap: node_limit.map(|n| stats.base_visits as u64 + n),
+            in_flight: AtomicUsize::new(0),
+            seldepth: AtomicUsize::new(0),
+            halt: AtomicBool::new(false),
+            pause: AtomicBool::new(false),
+            failure: Mutex::new(None),
+        };
+        let threads = self.options.search_threads.max(1) as usize;
         let mut batch_time = Duration::ZERO;
-        let mut leaves = Vec::with_capacity(batch);
-        let mut snapshots: Vec<Position> = Vec::with_capacity(batch);
         let mut last_info = Instant::now();
         let mut first = true;
         let mut memory_warned = false;
-        let mut failed = false;
 
-        loop {
-            if self.stopped() {
-                break;
-            }
-            let waiting = self.waiting();
-            if !waiting && mate_found.is_some_and(|f| f.load(Ordering::Relaxed)) {
-                break;
-            }
-            if !first {
-                let visits = (search.root_visits() - stats.base_visits) as u64;
-                let mut done = node_limit.is_some_and(|n| visits >= n) || search.root_visits() >= u32::MAX / 2;
-                if search.memory_bytes() as u64 >= memory_budget {
-                    if !memory_warned {
-                        self.out.info_string("search tree memory (USI_Hash) is full: search stops growing the tree");
-                        memory_warned = true;
-                    }
-                    done = true;
-                }
-                if !waiting {
-                    done |= only_move;
-                    if let Some(b) = budget {
-                        done |= self.time_is_up(search, b, batch_time, restrict, &stats);
-                    }
-                }
-                if done {
-                    if waiting {
-                        std::thread::sleep(Duration::from_millis(2));
-                        if last_info.elapsed() >= INFO_INTERVAL {
-                            self.report(search, &stats, restrict);
-                            last_info = Instant::now();
-                        }
-                        continue;
-                    }
+        std::thread::scope(|scope| {
+            // The other search threads: each walks the shared tree with its own batch in flight
+            // (while one waits for the network, the others select and back up).
+            for t in 1..threads {
+                let (walker, root) = (&walker, pos.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("koma-usi-search-{t}"))
+                    .stack_size(SEARCH_STACK_BYTES)
+                    .spawn_scoped(scope, move || walker.run_helper(root, batch));
+                if spawned.is_err() {
+                    self.out.info_string(&format!("could not start search thread {t}: searching with {t}"));
                     break;
                 }
             }
-            first = false;
-
-            leaves.clear();
-            snapshots.clear();
-            let want = match node_limit {
-                Some(n) => {
-                    batch.min((n.saturating_sub((search.root_visits() - stats.base_visits) as u64)).max(1) as usize)
+            loop {
+                if self.stopped() || walker.halted() {
+                    break;
                 }
-                None => batch,
-            };
-            let mut resolved = 0;
-            let root_ply = stats.root_ply;
-            let mut seldepth = stats.seldepth;
-            while leaves.len() + resolved < want {
-                let selection = search.select_leaf(pos, |leaf| {
-                    seldepth = seldepth.max(leaf.plies_from_root().saturating_sub(root_ply));
-                    snapshots.push(leaf.without_history());
-                });
-                match selection {
-                    Selection::Leaf(id) => leaves.push(id),
-                    Selection::Resolved => resolved += 1,
-                    Selection::Collision | Selection::Waiting | Selection::NoMoves => break,
+                let waiting = self.waiting();
+                if !waiting && mate_found.is_some_and(|f| f.load(Ordering::Relaxed)) {
+                    break;
                 }
-            }
-            stats.seldepth = seldepth;
-            if leaves.is_empty() {
-                if waiting && resolved == 0 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            } else {
-                let t = Instant::now();
-                let refs: Vec<&Position> = snapshots.iter().collect();
-                let evaluations = match evaluator.evaluate(&refs).and_then(|e| {
-                    koma_mcts::check_evaluations("the network", refs.len(), &e)?;
-                    Ok(e)
-                }) {
-                    Ok(evaluations) => evaluations,
-                    Err(e) => {
-                        // Nothing guessed in the network's place: the move is decided by the visits
-                        // made so far (a resignation when there are none).
-                        self.out.warn(&format!("error: network evaluation failed: {e}"));
-                        failed = true;
+                if !first {
+                    let search = walker.lock();
+                    let visits = (search.root_visits() - stats.base_visits) as u64;
+                    let mut done = node_limit.is_some_and(|n| visits >= n) || search.root_visits() >= u32::MAX / 2;
+                    if search.memory_bytes() as u64 >= memory_budget {
+                        if !memory_warned {
+                            self.out
+                                .info_string("search tree memory (USI_Hash) is full: search stops growing the tree");
+                            memory_warned = true;
+                        }
+                        done = true;
+                    }
+                    if !waiting {
+                        done |= only_move;
+                        if let Some(b) = budget {
+                            // The other threads' batches in flight finish before the answer: with
+                            // the network taken in turns, up to one batch time each.
+                            let margin = batch_time * threads as u32;
+                            done |= self.time_is_up(&search, b, margin, restrict, &stats);
+                        }
+                    }
+                    // The other threads stop growing the tree too (a node or memory limit reached
+                    // while pondering; they go on when `ponderhit` turns the limit into time).
+                    walker.pause.store(done, Ordering::Relaxed);
+                    if done {
+                        if waiting {
+                            drop(search);
+                            std::thread::sleep(Duration::from_millis(2));
+                            if last_info.elapsed() >= INFO_INTERVAL {
+                                stats.seldepth = walker.seldepth();
+                                self.report(&walker.lock(), &stats, restrict);
+                                last_info = Instant::now();
+                            }
+                            continue;
+                        }
                         break;
                     }
-                };
-                let elapsed = t.elapsed();
-                batch_time = if batch_time.is_zero() { elapsed } else { (batch_time * 3 + elapsed) / 4 };
-                for (&leaf, e) in leaves.iter().zip(&evaluations) {
-                    search.complete(leaf, e);
+                }
+                first = false;
+                let mut root = pos.clone();
+                match walker.batch(&mut root, batch) {
+                    Some(done) => {
+                        if let Some(elapsed) = done.evaluated {
+                            batch_time = if batch_time.is_zero() { elapsed } else { (batch_time * 3 + elapsed) / 4 };
+                        } else if waiting && done.resolved == 0 {
+                            std::thread::sleep(Duration::from_millis(1));
+                        } else if done.resolved == 0 {
+                            // Every leaf is in another thread's batch: let it finish.
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                    }
+                    None => break,
+                }
+                if last_info.elapsed() >= INFO_INTERVAL {
+                    stats.seldepth = walker.seldepth();
+                    self.report(&walker.lock(), &stats, restrict);
+                    last_info = Instant::now();
                 }
             }
-            if last_info.elapsed() >= INFO_INTERVAL {
-                self.report(search, &stats, restrict);
-                last_info = Instant::now();
-            }
-        }
-        if failed {
-            // The failed batch's leaves are still pending in the tree: the next search starts anew.
+            // The other threads finish the batch they have in flight (its leaves backed up), then
+            // end with the scope.
+            walker.halt.store(true, Ordering::Relaxed);
+        });
+        stats.seldepth = walker.seldepth();
+        let failure = walker.failure.into_inner().unwrap_or_else(|e| e.into_inner());
+        let search = walker.search.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Some(e) = failure {
+            // Nothing guessed in the network's place: the move is decided by the visits made so
+            // far (a resignation when there are none). The failed batch's leaves are still pending
+            // in the tree: the next search starts anew.
+            self.out.warn(&format!("error: network evaluation failed: {e}"));
             let answer_from_visits = search.root_visits() > 0;
             tree.reset = true;
             if !answer_from_visits {
@@ -618,6 +628,120 @@ impl Job {
         // the search ends: GUIs (Shogidokoro, ShogiHome) send it for tsume with no time limit and
         // wait for `checkmate`; `stop` ends the search early with `checkmate timeout`.
         self.say(&text);
+    }
+}
+
+/// The search tree shared by the search threads (`SearchThreads`), and what they share besides.
+struct Walker<'a> {
+    search: Mutex<&'a mut Search>,
+    evaluator: &'a dyn Evaluator,
+    root_ply: usize,
+    /// Root visits at which the search stops (a node limit): no thread selects beyond it.
+    node_cap: Option<u64>,
+    /// Leaves selected and not yet backed up, over all threads (changed under the tree's lock).
+    in_flight: AtomicUsize,
+    /// Deepest leaf reached, plies below the root.
+    seldepth: AtomicUsize,
+    /// The search is over: threads finish their batch and end.
+    halt: AtomicBool,
+    /// A limit is reached while the search waits (pondering, `go infinite`): threads idle.
+    pause: AtomicBool,
+    /// The first network failure; it halts every thread.
+    failure: Mutex<Option<String>>,
+}
+
+/// What one batch did.
+struct BatchDone {
+    /// Leaves resolved without the network (terminal positions, cache hits).
+    resolved: usize,
+    /// How long the network took, when it was asked.
+    evaluated: Option<Duration>,
+}
+
+impl<'a> Walker<'a> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, &'a mut Search> {
+        self.search.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn halted(&self) -> bool {
+        self.halt.load(Ordering::Relaxed)
+    }
+
+    fn seldepth(&self) -> usize {
+        self.seldepth.load(Ordering::Relaxed)
+    }
+
+    /// One batch: up to `want` leaves selected under the tree's lock (virtual visits steer each
+    /// walk, and the other threads' walks, away from leaves already in flight), evaluated outside
+    /// it, and backed up under it. None after a network failure (recorded, and every thread
+    /// halted).
+    fn batch(&self, root: &mut Position, want: usize) -> Option<BatchDone> {
+        let mut leaves = Vec::with_capacity(want);
+        let mut snapshots: Vec<Position> = Vec::with_capacity(want);
+        let mut resolved = 0;
+        {
+            let mut search = self.lock();
+            // Under a node limit, the visits done and in flight (every thread's) count against it.
+            let want = match self.node_cap {
+                Some(cap) => {
+                    let counted = search.root_visits() as u64 + self.in_flight.load(Ordering::Relaxed) as u64;
+                    want.min(cap.saturating_sub(counted) as usize)
+                }
+                None => want,
+            };
+            while leaves.len() + resolved < want {
+                let selection = search.select_leaf(root, |leaf| {
+                    self.seldepth.fetch_max(leaf.plies_from_root().saturating_sub(self.root_ply), Ordering::Relaxed);
+                    snapshots.push(leaf.without_history());
+                });
+                match selection {
+                    Selection::Leaf(id) => leaves.push(id),
+                    Selection::Resolved => resolved += 1,
+                    Selection::Collision | Selection::Waiting | Selection::NoMoves => break,
+                }
+            }
+            self.in_flight.fetch_add(leaves.len(), Ordering::Relaxed);
+        }
+        if leaves.is_empty() {
+            return Some(BatchDone { resolved, evaluated: None });
+        }
+        let started = Instant::now();
+        let refs: Vec<&Position> = snapshots.iter().collect();
+        let evaluations = self.evaluator.evaluate(&refs).and_then(|e| {
+            koma_mcts::check_evaluations("the network", refs.len(), &e)?;
+            Ok(e)
+        });
+        let evaluated = started.elapsed();
+        match evaluations {
+            Ok(evaluations) => {
+                let mut search = self.lock();
+                for (&leaf, e) in leaves.iter().zip(&evaluations) {
+                    search.complete(leaf, e);
+                }
+                self.in_flight.fetch_sub(leaves.len(), Ordering::Relaxed);
+                Some(BatchDone { resolved, evaluated: Some(evaluated) })
+            }
+            Err(e) => {
+                self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                self.halt.store(true, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// A search thread besides the one that decides when to stop: batches until halted.
+    fn run_helper(&self, mut root: Position, batch: usize) {
+        while !self.halted() {
+            if self.pause.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
+            }
+            match self.batch(&mut root, batch) {
+                Some(BatchDone { resolved: 0, evaluated: None }) => std::thread::sleep(Duration::from_micros(200)),
+                Some(_) => {}
+                None => return,
+            }
+        }
     }
 }
 

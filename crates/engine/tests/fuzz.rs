@@ -197,6 +197,8 @@ fn random_setoption(rng: &mut Rng) -> String {
         "MultiPV",
         "Playouts",
         "BatchSize",
+        "SearchThreads",
+        "UCT_Threads",
         "USI_Ponder",
         "ResignThreshold",
         "ByoyomiMargin",

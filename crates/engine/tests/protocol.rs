@@ -550,3 +550,27 @@ fn plays_with_a_real_network() {
     // Back-to-back go commands never find the previous search still running.
     assert!(!e.log.iter().any(|l| l.contains("abandoned")), "{:?}", e.log);
 }
+
+/// Every test of this file again with four search threads sharing the tree (the test binary
+/// re-runs itself with `KOMA_TEST_SEARCH_THREADS=4`): stop, ponder, ponderhit, quit, a second
+/// `go`, a failing network and the limits must behave the same as with one.
+#[test]
+fn every_protocol_test_with_four_search_threads() {
+    if std::env::var_os("KOMA_TEST_SEARCH_THREADS").is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new(exe)
+        .env("KOMA_TEST_SEARCH_THREADS", "4")
+        .args(["--test-threads", "2"])
+        .output()
+        .expect("running the protocol tests again");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "with four search threads:\n{text}");
+    let passed: usize = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("test result: ok. "))
+        .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
+        .sum();
+    assert!(passed >= 15, "with four search threads, only {passed} tests ran:\n{text}");
+}

@@ -111,10 +111,22 @@ impl fmt::Display for DeviceList {
 }
 
 impl DeviceList {
-    /// The devices, each checked as [`DeviceSpec::resolve`] does.
+    /// The devices, each checked as [`DeviceSpec::resolve`] does. A list may not mix the CPU
+    /// with CUDA devices (precision and layout follow the first), nor name one GPU twice; the
+    /// CPU may repeat (CPU replicas, for tests).
     pub fn resolve(&self) -> Result<Vec<Device>> {
         match self {
-            DeviceList::Listed(specs) => specs.iter().map(|d| d.resolve()).collect(),
+            DeviceList::Listed(specs) => {
+                let devices = specs.iter().map(|d| d.resolve()).collect::<Result<Vec<_>>>()?;
+                let cuda: Vec<Device> = devices.iter().copied().filter(|d| d.is_cuda()).collect();
+                if !cuda.is_empty() && cuda.len() != devices.len() {
+                    return Err(Error::Device(format!("{self} (a list mixes the CPU with CUDA devices)")));
+                }
+                if (1..cuda.len()).any(|i| cuda[..i].contains(&cuda[i])) {
+                    return Err(Error::Device(format!("{self} (a list names one GPU twice)")));
+                }
+                Ok(devices)
+            }
             DeviceList::AllCuda => {
                 let count = if Cuda::is_available() { Cuda::device_count() as usize } else { 0 };
                 if count == 0 {
@@ -287,6 +299,12 @@ mod tests {
         assert_eq!("CUDA:ALL".parse::<DeviceList>().unwrap(), DeviceList::AllCuda);
         assert!("cuda:0,,cuda:1".parse::<DeviceList>().unwrap_err().to_string().contains("empty entry"));
         assert!("cpu,tpu".parse::<DeviceList>().is_err());
+        if Cuda::is_available() {
+            let mixed = "cuda:0,cpu".parse::<DeviceList>().unwrap().resolve().unwrap_err().to_string();
+            assert!(mixed.contains("mixes"), "{mixed}");
+            let twice = "cuda:0,cuda".parse::<DeviceList>().unwrap().resolve().unwrap_err().to_string();
+            assert!(twice.contains("twice"), "{twice}");
+        }
         if !Cuda::is_available() {
             assert!(DeviceList::AllCuda.resolve().unwrap_err().to_string().contains("cuda:all"));
         }

@@ -112,6 +112,11 @@ fn apply_overrides(args: &Args, c: &mut TrainConfig) -> Result<()> {
 fn run_options(args: &Args, run: &koma_pipeline::RunDir) -> Result<(TrainOptions, koma_pipeline::PipelineConfig)> {
     let text = run.read_config()?;
     let pipeline = koma_pipeline::PipelineConfig::parse(&text, &run.config_file().display().to_string())?;
+    // --device is the run's device for this process: the gatekeeper's games run on it too.
+    let pipeline = match &args.device {
+        Some(device) => pipeline.with_device(device)?,
+        None => pipeline,
+    };
     let mut train = pipeline.train_config();
     apply_overrides(args, &mut train)?;
     let model_zero = koma_pipeline::pipeline::ensure_model_zero(run, &pipeline)?;

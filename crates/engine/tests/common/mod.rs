@@ -76,7 +76,14 @@ impl Harness {
         Harness::with_config(EngineConfig::new(options))
     }
 
-    pub fn with_config(config: EngineConfig) -> Harness {
+    /// `KOMA_TEST_SEARCH_THREADS=N` runs every harness with N search threads (unless a test set
+    /// its own): how the protocol tests run again with several (protocol.rs).
+    pub fn with_config(mut config: EngineConfig) -> Harness {
+        if let Some(n) = std::env::var("KOMA_TEST_SEARCH_THREADS").ok().and_then(|v| v.parse().ok()) {
+            if config.options.search_threads == 1 {
+                config.options.search_threads = n;
+            }
+        }
         let (in_tx, in_rx) = channel::<Vec<u8>>();
         let (out_tx, out_rx) = channel::<String>();
         let thread = std::thread::spawn(move || {

@@ -11,6 +11,7 @@ mod nn;
 mod rules;
 mod selfplay;
 mod train;
+mod usi;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -32,6 +33,8 @@ enum Target {
     Nn(nn::Args),
     /// Training samples/s at batch 256, tiny and standard nets, against the same training in plain PyTorch.
     Train(train::Args),
+    /// The USI engine's nodes per second by search thread count (SearchThreads).
+    Usi(usi::Args),
     /// Training data: shard writes, replay-window sampling and loader batches/s against the trainer's consumption.
     Data(data::Args),
 }
@@ -45,6 +48,7 @@ pub fn run(args: Args) -> Result<()> {
         Target::Nn(a) => nn::run(a),
         Target::Train(a) => train::run(a),
         Target::Data(a) => data::run(a),
+        Target::Usi(a) => usi::run(a),
     }
 }
 
