@@ -70,8 +70,11 @@ def test_a_resumed_pipeline_leaves_curves_tensorboard_reads_as_the_run_logged_th
     run = str(tmp_path / "run")
     first = pipeline(koma_bin, "--config", config, "--run", run, "--steps", "12", "--no-report")
     assert first["train"]["final_step"] == 12
-    second = pipeline(koma_bin, "--run", run, "--resume", "--steps", "24")
-    assert second["train"]["start_step"] == 12 and second["train"]["final_step"] == 24
+    # 60 steps of 32 samples at 4 per new sample need more samples than the first part made, so
+    # self-play plays in both parts.
+    second = pipeline(koma_bin, "--run", run, "--resume", "--steps", "60")
+    assert second["train"]["start_step"] == 12 and second["train"]["final_step"] == 60
+    assert first["selfplay"]["stats"]["games"] > 0 and second["selfplay"]["stats"]["games"] > 0
     board = os.path.join(run, "tensorboard")
     assert sorted(os.listdir(board)) == ["ratings", "selfplay", "train"]
 
@@ -88,7 +91,7 @@ def test_a_resumed_pipeline_leaves_curves_tensorboard_reads_as_the_run_logged_th
     # Every metrics line, tag by tag, at its step.
     with open(os.path.join(run, "train", "metrics.jsonl")) as f:
         metrics = [json.loads(line) for line in f if line.strip()]
-    assert [m["step"] for m in metrics] == [5, 10, 12, 15, 20, 24]
+    assert [m["step"] for m in metrics] == [5, 10, 12, *range(15, 61, 5)]
     train = scalars(os.path.join(board, "train"))
     assert set(TRAIN_TAGS) <= set(train), sorted(train)
     for tag, field in TRAIN_TAGS.items():

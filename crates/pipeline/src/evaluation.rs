@@ -358,9 +358,10 @@ pub fn run_gatekeeper(
             run.set_current(&newest)?;
         }
         tracing::info!("gating: {} → {}", summary.line(), if accepted { "accepted" } else { "rejected" });
-        board
-            .get_or_insert_with(|| match_board(run, config))
-            .scalars(newest.step as i64, &[("gating/score", summary.score), ("gating/accepted", accepted as u8 as f64)]);
+        board.get_or_insert_with(|| match_board(run, config)).scalars(
+            newest.step as i64,
+            &[("gating/score", summary.score), ("gating/accepted", accepted as u8 as f64)],
+        );
         let _ = events.send(Event::Gating { summary, accepted });
     }
     Ok(())

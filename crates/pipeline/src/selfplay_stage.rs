@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
+use koma_data::host::host_name;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
-use koma_data::host::host_name;
 use koma_selfplay::{RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 

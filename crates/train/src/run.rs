@@ -236,8 +236,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     if done(&trainer) {
         return Ok(summary);
     }
-    let mut board =
-        ScalarLog::open(&p.tensorboard.join("train"), &koma_data::host::host_name(), options.tensorboard);
+    let mut board = ScalarLog::open(&p.tensorboard.join("train"), &koma_data::host::host_name(), options.tensorboard);
     // What MetricsLog::open drops (steps after the state's, logged by a run that stopped before
     // saving it), TensorBoard drops too: a session start purges the steps from here on.
     board.session_start(start_step as i64 + 1);
