@@ -13,6 +13,9 @@ steps) and draws, with matplotlib's Agg backend (no display needed):
 RUN_DIR may also be the train/ directory or the metrics file itself; --out chooses another
 output directory. Prints the paths written.
 
+The same curves, live while the run goes on: `tensorboard --logdir RUN_DIR/tensorboard` (koma
+writes the event files; scripts/bootstrap installs tensorboard in the venv).
+
 `python -m koma.plot --experiment EXPDIR` draws EXPDIR/elo-over-time.png from the
 EXPDIR/report.json that `koma experiment` writes: Elo against training time (CPU or wall-clock
 minutes, as the experiment's budget), one line per variant with 95% intervals, the reference

@@ -31,7 +31,8 @@ pub struct PipelineConfig {
     pub arena: ArenaConfig,
 }
 
-/// `[run]`: how long, where the networks run, how data is cut into shards.
+/// `[run]`: how long, where the networks run, how data is cut into shards, what is written
+/// besides.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunConfig {
@@ -66,6 +67,9 @@ pub struct RunConfig {
     /// Also write every self-play game as a record under `selfplay/records/` (`kif`, `kifu`,
     /// `csa`, `ki2`, `usi`, `sfen`, or empty for none).
     pub records: String,
+    /// Also write the curves as TensorBoard event files under `tensorboard/` (the trainer's
+    /// metrics, self-play's speed and game lengths, arena Elo): `tensorboard --logdir RUN`.
+    pub tensorboard: bool,
     /// Seed of model 0's weights.
     pub seed: u64,
 }
@@ -83,6 +87,7 @@ impl Default for RunConfig {
             games_per_shard: 16,
             openings: "builtin:balanced-8".into(),
             records: String::new(),
+            tensorboard: true,
             seed: 1,
         }
     }

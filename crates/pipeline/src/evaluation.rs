@@ -13,6 +13,8 @@ use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::openings::read_suite;
 use koma_arena::player::Budget;
 use koma_arena::ratings::{fit, read_results, step_of_player};
+use koma_data::host::host_name;
+use koma_tensorboard::ScalarLog;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{opening_suite_text, PipelineConfig};
@@ -173,7 +175,19 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
         .collect();
     let text = serde_json::to_string_pretty(&ratings).expect("serialisable");
     koma_nn::checkpoint::write_atomic(&run.ratings_file(), text.as_bytes())?;
+    // The curve is refit over all games each time: its TensorBoard run is replaced as a whole.
+    let mut board = ScalarLog::replace(&run.tensorboard_dir().join("ratings"), &host_name(), config.run.tensorboard);
+    let mut curve: Vec<&RatingPoint> = ratings.iter().filter(|r| r.step.is_some()).collect();
+    curve.sort_by_key(|r| r.step);
+    for r in curve {
+        board.scalars(r.step.unwrap_or(0) as i64, &[("arena/elo", r.elo), ("arena/elo_margin", r.margin)]);
+    }
     Ok(ratings)
+}
+
+/// The TensorBoard run of the matches played while the run goes on (evaluations, gating).
+fn match_board(run: &RunDir, config: &PipelineConfig) -> ScalarLog {
+    ScalarLog::open(&run.tensorboard_dir().join("arena"), &host_name(), config.run.tensorboard)
 }
 
 /// Up to `n` checkpoints strictly between the first and the last, evenly spaced by position.
@@ -277,6 +291,7 @@ pub fn run_evaluator(
 ) -> Result<()> {
     let every = config.arena.every_models;
     let mut evaluated = run.models()?.len();
+    let mut board: Option<ScalarLog> = None;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let models = run.models()?;
@@ -296,6 +311,9 @@ pub fn run_evaluator(
             &mut |_| {},
         )?;
         tracing::info!("evaluation: {}", summary.line());
+        let mut values = vec![("arena/score_vs_model0", summary.score)];
+        values.extend(summary.elo.map(|e| ("arena/elo_vs_model0", e)));
+        board.get_or_insert_with(|| match_board(run, config)).scalars(newest.step as i64, &values);
         let _ = events.send(Event::Arena { label: format!("{} vs model 0", newest.name()), summary });
     }
     Ok(())
@@ -317,6 +335,7 @@ pub fn run_gatekeeper(
         }
     }
     let mut last_tried = run.current_model()?.map(|m| m.step).unwrap_or(0);
+    let mut board: Option<ScalarLog> = None;
     while !stop.load(Ordering::SeqCst) {
         std::thread::sleep(std::time::Duration::from_millis(500));
         let (Some(newest), Some(current)) = (run.newest_model()?, run.current_model()?) else { continue };
@@ -342,6 +361,10 @@ pub fn run_gatekeeper(
             run.set_current(&newest)?;
         }
         tracing::info!("gating: {} → {}", summary.line(), if accepted { "accepted" } else { "rejected" });
+        board.get_or_insert_with(|| match_board(run, config)).scalars(
+            newest.step as i64,
+            &[("gating/score", summary.score), ("gating/accepted", accepted as u8 as f64)],
+        );
         let _ = events.send(Event::Gating { summary, accepted });
     }
     Ok(())

@@ -194,6 +194,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     );
     train_options.resume = ResumeMode::IfPresent;
     train_options.follow = true;
+    train_options.tensorboard = config.run.tensorboard;
     let stages_stop = Arc::new(AtomicBool::new(false));
     train_options.stop = Some(stages_stop.clone());
     let prefix = shard_prefix();

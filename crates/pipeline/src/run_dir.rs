@@ -9,6 +9,7 @@
 //! RUN/selfplay/*.h5          shards of self-play games; selfplay/records/ optional KIF/CSA
 //! RUN/train/metrics.jsonl    train/state/   (koma-train)
 //! RUN/arena/results.jsonl    arena/games/*.kifu   arena/ratings.json
+//! RUN/tensorboard/           train/ selfplay/ arena/ ratings/: TensorBoard event files
 //! RUN/logs/                  one log file per process
 //! RUN/*.png                  plots drawn at the end of `koma pipeline`
 //! ```
@@ -70,6 +71,11 @@ impl RunDir {
     }
     pub fn ratings_file(&self) -> PathBuf {
         self.arena_dir().join("ratings.json")
+    }
+    /// `tensorboard/`: a TensorBoard run per component (`train/`, `selfplay/`, `arena/`,
+    /// `ratings/`), written when `[run] tensorboard` is on.
+    pub fn tensorboard_dir(&self) -> PathBuf {
+        self.root.join("tensorboard")
     }
     pub fn logs_dir(&self) -> PathBuf {
         self.root.join("logs")

@@ -7,10 +7,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
+use koma_data::host::host_name;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::{RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
+use koma_tensorboard::ScalarLog;
 
 use crate::config::{opening_suite_text, PipelineConfig};
 use crate::error::{PipelineError, Result};
@@ -21,6 +23,73 @@ use crate::run_dir::{ModelRef, RunDir};
 const MODEL_POLL: Duration = Duration::from_secs(2);
 /// Loads of one model tried before self-play gives up on it.
 const MODEL_LOAD_TRIES: u32 = 3;
+/// Self-play's TensorBoard record at most this often (and once at the end).
+const BOARD_EVERY: Duration = Duration::from_secs(10);
+
+/// Self-play's curves in `RUN/tensorboard/selfplay/`: rates and means over the games finished
+/// since the previous record. The step is the run's sample count (the samples in its shards
+/// when this process started, plus this process's), so that the curve goes on across restarts
+/// and lines up with the trainer's `train/total_samples`.
+struct SelfPlayBoard {
+    log: ScalarLog,
+    base: usize,
+    /// The totals and time of the previous record.
+    last: SelfPlayStatus,
+    /// The newest totals seen.
+    newest: SelfPlayStatus,
+}
+
+impl SelfPlayBoard {
+    fn open(run: &RunDir, enabled: bool) -> SelfPlayBoard {
+        let base = if enabled { samples_in(run) } else { 0 };
+        let log = ScalarLog::open(&run.tensorboard_dir().join("selfplay"), &host_name(), enabled);
+        SelfPlayBoard { log, base, last: SelfPlayStatus::default(), newest: SelfPlayStatus::default() }
+    }
+
+    /// Notes the totals; writes a record when one is due.
+    fn observe(&mut self, status: &SelfPlayStatus) {
+        self.newest = status.clone();
+        if self.newest.seconds - self.last.seconds >= BOARD_EVERY.as_secs_f64() {
+            self.record();
+        }
+    }
+
+    /// Writes a record of the games since the previous one, if there are any.
+    fn record(&mut self) {
+        let (now, then) = (&self.newest, &self.last);
+        let games = now.stats.games.saturating_sub(then.stats.games);
+        if games == 0 {
+            return;
+        }
+        let secs = (now.seconds - then.seconds).max(1e-9);
+        let per_s = |now: f64, then: f64| (now - then) / secs;
+        let draws = now.stats.draws.saturating_sub(then.stats.draws);
+        self.log.scalars(
+            (self.base + now.stats.samples) as i64,
+            &[
+                ("selfplay/games_per_s", games as f64 / secs),
+                ("selfplay/game_length_mean", now.stats.plies.saturating_sub(then.stats.plies) as f64 / games as f64),
+                ("selfplay/draw_rate", draws as f64 / games as f64),
+                ("selfplay/samples_per_s", per_s(now.stats.samples as f64, then.stats.samples as f64)),
+                ("selfplay/moves_per_s", per_s(now.moves as f64, then.moves as f64)),
+                ("selfplay/evals_per_s", per_s(now.evaluations as f64, then.evaluations as f64)),
+            ],
+        );
+        self.last = self.newest.clone();
+    }
+}
+
+/// Samples in the run's shards now (0 when they cannot be read: the curve then starts at 0).
+fn samples_in(run: &RunDir) -> usize {
+    let dir = run.selfplay_dir();
+    match koma_data::ReplayWindow::open(&dir, koma_data::WindowSize::fixed(0), koma_data::SampleWeights::default()) {
+        Ok(window) => window.total_samples(),
+        Err(e) => {
+            tracing::warn!("self-play: counting the samples in {}: {e}", dir.display());
+            0
+        }
+    }
+}
 
 /// Sets the flag when dropped (also while unwinding).
 struct SetOnDrop<'a>(&'a AtomicBool);
@@ -171,6 +240,7 @@ pub fn run_selfplay(
     let sink: Sender<GameSamples> = records.as_ref().map_or_else(|| writer.sender(), |r| r.sender());
     let starts = start_positions(config)?;
     let finished = AtomicBool::new(false);
+    let mut board = SelfPlayBoard::open(run, config.run.tensorboard);
     let started = Instant::now();
     let models = std::sync::Mutex::new(Vec::<String>::new());
     let result = std::thread::scope(|scope| {
@@ -248,6 +318,7 @@ pub fn run_selfplay(
                     seconds: started.elapsed().as_secs_f64(),
                     model: slots[0].get().1,
                 };
+                board.observe(&status);
                 let _ = events.send(Event::SelfPlay(status));
             },
         );
@@ -279,6 +350,10 @@ pub fn run_selfplay(
         stage: "self-play",
         message: format!("{message} ({} finished games were written)", written.games),
     })?;
+    // The last record counts every game written (progress reports may have missed the last few).
+    board.newest.stats = summary.stats.clone();
+    board.newest.seconds = started.elapsed().as_secs_f64();
+    board.record();
     summary.shards = written.shards.len();
     summary.samples_written = written.samples;
     summary.games_written = written.games;

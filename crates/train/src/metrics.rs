@@ -45,6 +45,32 @@ pub struct MetricsRecord {
     pub time_unix: f64,
 }
 
+impl MetricsRecord {
+    /// The record as TensorBoard scalars (`RUN/tensorboard/train/`, at the record's step).
+    pub fn scalars(&self) -> Vec<(&'static str, f64)> {
+        let mut s = vec![
+            ("train/loss", self.loss),
+            ("train/loss_policy", self.policy_loss),
+            ("train/loss_value", self.value_loss),
+            ("train/accuracy_policy", self.policy_top1),
+            ("train/accuracy_value", self.value_accuracy),
+            ("train/lr", self.lr),
+            ("train/grad_norm", self.grad_norm),
+            ("train/samples_per_s", self.samples_per_second),
+            ("train/skipped_steps", self.skipped_steps as f64),
+            ("train/window_samples", self.window_samples as f64),
+            ("train/total_samples", self.total_samples as f64),
+        ];
+        if let (Some(loss), Some(top1)) = (self.reply_loss, self.reply_top1) {
+            s.extend([("train/loss_reply", loss), ("train/accuracy_reply", top1)]);
+        }
+        if let Some(scale) = self.loss_scale {
+            s.push(("train/loss_scale", scale));
+        }
+        s
+    }
+}
+
 /// The statistics of one optimiser step.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepStats {

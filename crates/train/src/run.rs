@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use koma_tensorboard::ScalarLog;
 use serde::Serialize;
 
 use crate::config::TrainConfig;
@@ -44,6 +45,8 @@ pub struct RunPaths {
     pub state_dir: PathBuf,
     /// `RUN/train/metrics.jsonl`.
     pub metrics: PathBuf,
+    /// `RUN/tensorboard/`: the trainer writes the metrics again under `train/` for TensorBoard.
+    pub tensorboard: PathBuf,
 }
 
 impl RunPaths {
@@ -63,6 +66,7 @@ impl RunPaths {
             models_dir: run_dir.join("models"),
             state_dir: train_dir.join("state"),
             metrics: train_dir.join("metrics.jsonl"),
+            tensorboard: run_dir.join("tensorboard"),
             train_dir,
             shards_dir,
             run_dir,
@@ -85,6 +89,8 @@ pub struct TrainOptions {
     pub follow: bool,
     /// Set to stop cleanly (a checkpoint and the state are written first), e.g. from Ctrl-C.
     pub stop: Option<Arc<AtomicBool>>,
+    /// Also write the metrics as TensorBoard events (`RUN/tensorboard/train/`).
+    pub tensorboard: bool,
     /// Allow f16/bf16 on the CPU (tests only).
     #[doc(hidden)]
     pub allow_cpu_half: bool,
@@ -100,6 +106,7 @@ impl TrainOptions {
             resume: ResumeMode::Never,
             follow: false,
             stop: None,
+            tensorboard: true,
             allow_cpu_half: false,
         }
     }
@@ -229,6 +236,10 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     if done(&trainer) {
         return Ok(summary);
     }
+    let mut board = ScalarLog::open(&p.tensorboard.join("train"), &koma_data::host::host_name(), options.tensorboard);
+    // What MetricsLog::open drops (steps after the state's, logged by a run that stopped before
+    // saving it), TensorBoard drops too: a session start purges the steps from here on.
+    board.session_start(start_step as i64 + 1);
 
     let loader = Loader::spawn(LoaderSetup {
         shards_dir: p.shards_dir.clone(),
@@ -287,6 +298,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
                     if trainer.step() % config.log_every == 0 {
                         let rec = acc.finish(&stats, window.window_samples, window.total_samples);
                         log.append(&rec)?;
+                        board.scalars(rec.step as i64, &rec.scalars());
                         progress(Progress::Metrics(&rec));
                         summary.last_metrics = Some(rec);
                     }
@@ -322,6 +334,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     if let (Some(stats), false, false) = (&last_stats, acc.is_empty(), save_nothing) {
         let rec = acc.finish(stats, window.window_samples, window.total_samples);
         log.append(&rec)?;
+        board.scalars(rec.step as i64, &rec.scalars());
         progress(Progress::Metrics(&rec));
         summary.last_metrics = Some(rec);
     }

@@ -351,6 +351,10 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     for p in plots {
         println!("plot: {}", p.display());
     }
+    let board = s.run_dir.join("tensorboard");
+    if board.is_dir() {
+        println!("curves: tensorboard --logdir {}", board.display());
+    }
 }
 
 /// A live status display fed by a stage's events and redrawn between them.

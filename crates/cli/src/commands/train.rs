@@ -67,6 +67,10 @@ pub struct Args {
     /// libtorch CPU threads (overrides the config).
     #[arg(long)]
     threads: Option<usize>,
+    /// Do not write the metrics as TensorBoard events (OUT/tensorboard/train/); with --run,
+    /// `[run] tensorboard` of the run's config decides.
+    #[arg(long, conflicts_with = "run")]
+    no_tensorboard: bool,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -123,6 +127,7 @@ fn run_options(args: &Args, run: &koma_pipeline::RunDir) -> Result<(TrainOptions
     let mut options =
         TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path)), args.steps, train);
     options.resume = ResumeMode::IfPresent;
+    options.tensorboard = pipeline.run.tensorboard;
     Ok((options, pipeline))
 }
 
@@ -140,6 +145,7 @@ pub fn run(args: Args) -> Result<()> {
             let paths = RunPaths::resolve(data, args.out.as_deref());
             let mut options = TrainOptions::new(paths, model, args.steps, config);
             options.resume = if args.resume { ResumeMode::Required } else { ResumeMode::Never };
+            options.tensorboard = !args.no_tensorboard;
             (options, None)
         }
     };
