@@ -110,7 +110,8 @@ struct ServedNetwork {
     server: Mutex<InferenceServer>,
 }
 
-/// One search thread sends one batch at a time: there is nothing to merge.
+/// Each search thread sends whole batches of `BatchSize` leaves: they are evaluated as sent, one
+/// at a time (merging several threads' batches would only make them larger than asked for).
 const ONE_REQUEST: usize = 1;
 
 impl ServedNetwork {
