@@ -184,7 +184,9 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
             PlayerKind::Builtin(player)
         }
         (Some(_), Some(_)) => return Err(failed("give path (a USI engine) or player (built-in), not both".into())),
-        (None, None) => return Err(failed("needs path (a USI engine) or player (a built-in player or checkpoint)".into())),
+        (None, None) => {
+            return Err(failed("needs path (a USI engine) or player (a built-in player or checkpoint)".into()))
+        }
     };
     let mut options = Vec::new();
     for (name, value) in &file.options {

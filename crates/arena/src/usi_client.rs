@@ -280,7 +280,10 @@ impl Player for UsiEngine {
             GoLimit::Byoyomi(ms) => (format!("btime 0 wtime 0 byoyomi {ms}"), Duration::from_millis(ms)),
             GoLimit::MoveTime(ms) => (format!("movetime {ms}"), Duration::from_millis(ms)),
             GoLimit::Nodes(n) => (format!("nodes {n}"), Duration::from_secs(60)),
-            GoLimit::Clock(control) => (format!("btime {0} wtime {0} byoyomi {1}", control.main.as_millis(), control.byoyomi.as_millis()), control.main + control.byoyomi),
+            GoLimit::Clock(control) => (
+                format!("btime {0} wtime {0} byoyomi {1}", control.main.as_millis(), control.byoyomi.as_millis()),
+                control.main + control.byoyomi,
+            ),
         };
         let action = self.think(pos, &arguments, limit, cancel);
         self.note_failure(&action, cancel);

@@ -55,8 +55,8 @@ done"#;
         cancel: None,
     };
     let mut seen = Vec::new();
-    let t = run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |k, _, s| seen.push((k, s.played)))
-        .unwrap();
+    let t =
+        run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |k, _, s| seen.push((k, s.played))).unwrap();
     assert_eq!(seen, vec![(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]);
     assert_eq!(t.games(), 6);
     let pairs: Vec<(usize, usize)> = t.pairings.iter().map(|p| (p.a, p.b)).collect();
@@ -70,7 +70,9 @@ done"#;
     assert_eq!(lines.len(), 6);
     let timed_out: Vec<&serde_json::Value> = lines.iter().filter(|l| l["reason"] == "TimeLoss").collect();
     assert_eq!(timed_out.len(), 4);
-    assert!(timed_out.iter().all(|l| l["note"].as_str().unwrap().contains("sleepy") && l["note"].as_str().unwrap().contains("lost on time")));
+    assert!(timed_out.iter().all(
+        |l| l["note"].as_str().unwrap().contains("sleepy") && l["note"].as_str().unwrap().contains("lost on time")
+    ));
     assert_eq!(t.ratings.len(), 3);
     let elo = |name: &str| t.ratings.iter().find(|r| r.player == name).unwrap();
     assert_eq!(elo("greedy").elo, 0.0, "the first player is the anchor");

@@ -208,7 +208,8 @@ fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
         log = log.display()
     );
     let mut config = scripted(&on_go);
-    config.limit = GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::from_millis(300), Duration::ZERO).unwrap());
+    config.limit =
+        GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::from_millis(300), Duration::ZERO).unwrap());
     config.margin = Duration::from_millis(50);
     let mut engine = UsiEngine::start(config).unwrap();
     let game = play_game(
@@ -234,8 +235,10 @@ fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
 #[test]
 fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
     // Every move takes 0.2 s: a main time of 0.5 s lasts two moves.
-    let mut config = scripted(r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#);
-    config.limit = GoLimit::Clock(TimeControl::new(Duration::from_millis(500), Duration::ZERO, Duration::ZERO).unwrap());
+    let mut config =
+        scripted(r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#);
+    config.limit =
+        GoLimit::Clock(TimeControl::new(Duration::from_millis(500), Duration::ZERO, Duration::ZERO).unwrap());
     config.margin = Duration::from_millis(50);
     let game = play_against_random(config);
     assert_eq!((game.result.reason, game.result.winner), (EndReason::TimeLoss, Some(Color::White)));
