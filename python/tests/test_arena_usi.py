@@ -1,6 +1,9 @@
 """A koma checkpoint plays a match against a second `koma usi` process through koma's USI client;
 the games come out as KIF files that cshogi's KIF parser reads, with legal moves and a result
-that matches arena/results.jsonl."""
+that matches arena/results.jsonl. A round robin of three (a checkpoint and two `koma usi` with
+different options and clocks, one from a player file) runs in one command with --json; a scripted
+engine at a path with a space that sleeps past its clock, answers garbage or dies loses that game
+with the reason recorded."""
 
 import json
 import pathlib
