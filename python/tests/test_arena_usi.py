@@ -8,6 +8,7 @@ with the reason recorded."""
 import json
 import pathlib
 import shlex
+import subprocess
 import sys
 
 import pytest
@@ -158,3 +159,20 @@ def test_a_scripted_engine_that_misbehaves_loses_with_the_reason(koma, tmp_path,
         assert l["winner"] != engine_colour and l["reason"] == reason, l
         assert "fake engine" in l["note"] and words in l["note"], l["note"]
         assert l["plies"] in (4, 5), "two moves played, the third lost"
+
+
+def test_bad_player_specs_get_clear_errors(koma_bin, tmp_path):
+    bad_file = tmp_path / "bad.toml"
+    bad_file.write_text('path = "engine"\nthreads = 1\n')
+    for args, words in [
+        (["--option", "Threads=1", "--player", "random", "--player", "greedy"], "applies to the --player before it"),
+        (["--player", "random", "--option", "Threads=1", "--player", "greedy"], "is not a USI engine"),
+        (["--player", f"file:{bad_file}", "--player", "greedy"], "unknown field `threads`"),
+        (["--player", "random", "--player", "greedy", "--player", "greedy"], "--round-robin or --gauntlet"),
+        (["--player", "random", "--player", "greedy", "--byoyomi", "1s", "--increment", "1s"], "one or the other"),
+        (["--player", "random", "--player", "greedy", "--main-time", "ten"], "--main-time"),
+    ]:
+        out = subprocess.run([koma_bin, "arena", *args, "--results", str(tmp_path / "r.jsonl")],
+                             capture_output=True, text=True)
+        assert out.returncode != 0 and words in out.stderr, (args, out.stderr)
+        assert "panicked" not in out.stderr
