@@ -1,12 +1,16 @@
 //! One game between two players, adjudicated by the rules core: an illegal move or a false
 //! declaration loses, a player failure (crash, timeout) forfeits, and sennichite, perpetual
-//! check, declaration, the Try rule and the move limit end the game as the rules say.
+//! check, declaration, the Try rule and the move limit end the game as the rules say. A player
+//! with a time control plays on a clock kept with wall time around its turns: a move later than
+//! the clock allows (plus the player's margin) loses on time.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
 
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 
+use crate::clock::{Clock, TurnClock};
 use crate::player::{Action, Player, PlayerError};
 
 /// A finished game.
@@ -51,6 +55,10 @@ pub fn play_game(
     white.new_game(cancel).map_err(unfinished)?;
     let mut pos = start.clone();
     let mut moves = Vec::new();
+    // Each side's clock and margin. Facing an untimed player, a timed one is shown its own clock
+    // for both sides.
+    let timings = [black.timing(), white.timing()];
+    let mut clocks = timings.map(|t| t.map(|t| Clock::new(t.control)));
     // The record starts at the given position (an opening's own moves are not part of the game).
     let root = start.without_history();
     let finish = |moves: Vec<Move>, result: GameResult, note: Option<String>| {
@@ -67,7 +75,32 @@ pub fn play_game(
         }
         let player: &mut dyn Player = if us == Color::Black { &mut *black } else { &mut *white };
         let lose = |reason| GameResult { winner: Some(!us), reason };
-        match player.act(&pos, cancel) {
+        let side = us.index();
+        let started = Instant::now();
+        let acted = match clocks[side] {
+            Some(own) => {
+                let turn = TurnClock { side: us, black: clocks[0].unwrap_or(own), white: clocks[1].unwrap_or(own) };
+                player.act_on_clock(&pos, &turn, cancel)
+            }
+            None => player.act(&pos, cancel),
+        };
+        if let (Some(clock), Some(timing)) = (clocks[side].as_mut(), timings[side]) {
+            let took = started.elapsed();
+            let charged = clock.charge(took, timing.margin);
+            let late = match (&acted, charged) {
+                (Err(error), _) if error.fatal || cancel.load(Ordering::Relaxed) => None,
+                (_, Err(overrun)) => Some(overrun.to_string()),
+                // The player gave up waiting at its own deadline, a hair before ours.
+                (Err(error), Ok(())) if error.timeout => Some(format!("{error}")),
+                _ => None,
+            };
+            if let Some(why) = late {
+                let note = format!("{} ({us:?}) lost on time ({}): {why}", player.name(), timing.control);
+                tracing::warn!("{note}");
+                return finish(moves, lose(EndReason::TimeLoss), Some(note));
+            }
+        }
+        match acted {
             Err(error) if error.fatal || cancel.load(Ordering::Relaxed) => return Err(unfinished(error)),
             Err(error) => {
                 let note = format!("{} ({us:?}) forfeits: {error}", player.name());

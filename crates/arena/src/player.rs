@@ -3,6 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::clock::{Timing, TurnClock};
 use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
 use koma_shogi::material::material;
 use koma_shogi::rules::GameRules;
@@ -60,6 +61,48 @@ pub trait Player: Send {
     /// means the match is being cancelled: a player that thinks for long should give up early
     /// (with any error; the game is dropped unscored).
     fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError>;
+    /// The player's time control, if it plays on a clock: the arena then times every move and
+    /// asks for it with [`Player::act_on_clock`]. None: it plays on its own budget (simulations,
+    /// a fixed time per move), untimed.
+    fn timing(&self) -> Option<Timing> {
+        None
+    }
+    /// [`Player::act`] with both clocks as they stand (a USI engine sends them with `go`, a
+    /// search plans its time on them). The arena measures the time taken and judges it.
+    fn act_on_clock(&mut self, pos: &Position, _clock: &TurnClock, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        self.act(pos, cancel)
+    }
+}
+
+/// A player with what its spec sets over its own: a name (from a player file, or `#2` added to
+/// tell apart two engines that report the same `id name`) and a time control (a checkpoint or
+/// reference given a clock in its player file).
+pub struct Overridden {
+    pub name: Option<String>,
+    pub timing: Option<Timing>,
+    pub inner: Box<dyn Player>,
+}
+
+impl Player for Overridden {
+    fn name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| self.inner.name())
+    }
+
+    fn new_game(&mut self, cancel: &AtomicBool) -> Result<(), PlayerError> {
+        self.inner.new_game(cancel)
+    }
+
+    fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        self.inner.act(pos, cancel)
+    }
+
+    fn timing(&self) -> Option<Timing> {
+        self.timing.or_else(|| self.inner.timing())
+    }
+
+    fn act_on_clock(&mut self, pos: &Position, clock: &TurnClock, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        self.inner.act_on_clock(pos, clock, cancel)
+    }
 }
 
 /// Uniformly random legal moves.
@@ -233,17 +276,31 @@ impl Player for MctsPlayer {
     }
 
     fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        self.search_for(pos, self.budget, cancel)
+    }
+
+    /// On a clock (given by its spec, see [`Overridden`]) it searches for
+    /// [`TurnClock::move_budget`] instead of its fixed budget.
+    fn act_on_clock(&mut self, pos: &Position, clock: &TurnClock, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        let budget = Budget::Millis(clock.move_budget().as_millis().max(1) as u64);
+        self.search_for(pos, budget, cancel)
+    }
+}
+
+impl MctsPlayer {
+    fn search_for(&mut self, pos: &Position, budget: Budget, cancel: &AtomicBool) -> Result<Action, PlayerError> {
         if pos.declaration(self.rules.impasse) == Some(Status::DeclarationWin) && !self.rules.impasse.is_try() {
             return Ok(Action::Declare);
         }
         let mut pos = pos.clone();
         let evaluator = UntilCancelled { evaluator: self.evaluator.as_ref(), cancel };
-        let searched = match self.budget {
+        let searched = match budget {
             Budget::Simulations(n) => self.search.run(&mut pos, &evaluator, n, self.batch),
             Budget::Millis(ms) => {
-                // Each round keeps the tree (same root), so the rounds add up to one search.
+                // Each round keeps the tree (same root), so the rounds add up to one search. The
+                // first round always runs, so there is a move to play.
                 let start = std::time::Instant::now();
-                let mut searched = Ok(());
+                let mut searched = self.search.run(&mut pos, &evaluator, 32, self.batch);
                 while searched.is_ok() && start.elapsed().as_millis() < ms as u128 {
                     searched = self.search.run(&mut pos, &evaluator, 32, self.batch);
                 }

@@ -14,6 +14,7 @@ use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
 use koma_shogi::usi::position_command;
 use koma_shogi::{Move, Position};
 
+use crate::clock::{TimeControl, Timing, TurnClock};
 use crate::player::{Action, Player, PlayerError};
 
 /// Games in a row an engine may forfeit (crash, timeout, garbage) before the match stops.
@@ -25,8 +26,11 @@ const CANCEL_POLL: Duration = Duration::from_millis(50);
 /// How the engine is asked to think.
 #[derive(Clone, Debug, PartialEq)]
 pub enum GoLimit {
-    /// `go btime 0 wtime 0 byoyomi MS`.
+    /// `go btime 0 wtime 0 byoyomi MS`: the same as a [`GoLimit::Clock`] of byoyomi only.
     Byoyomi(u64),
+    /// On a clock: `go btime B wtime W byoyomi Y` (or `binc I winc J`), the arena keeping both
+    /// clocks; a `bestmove` later than the clock allows plus `margin` loses on time.
+    Clock(TimeControl),
     /// `go movetime MS`.
     MoveTime(u64),
     /// `go nodes N` (answered within `timeout`).
@@ -41,7 +45,8 @@ pub struct UsiEngineConfig {
     pub args: Vec<String>,
     pub options: Vec<(String, String)>,
     pub limit: GoLimit,
-    /// Grace beyond the move's time limit before the engine forfeits on time.
+    /// Grace beyond the move's time limit before the engine loses on time (pipe and process
+    /// latency).
     pub margin: Duration,
     /// Limit for `usiok` / `readyok` (loading a network can take a while).
     pub startup_timeout: Duration,
@@ -197,15 +202,26 @@ impl UsiEngine {
         }
     }
 
-    /// One move: `position`, `go`, and the `bestmove` read back.
-    fn think(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+    /// The engine's time control, when it plays on a clock.
+    fn time_control(&self) -> Option<TimeControl> {
+        match self.config.limit {
+            GoLimit::Clock(control) => Some(control),
+            GoLimit::Byoyomi(ms) => Some(TimeControl::byoyomi_only(Duration::from_millis(ms))),
+            GoLimit::MoveTime(_) | GoLimit::Nodes(_) => None,
+        }
+    }
+
+    /// One move: `position`, `go` with `arguments`, and the `bestmove` read back within `limit`
+    /// plus the margin.
+    fn think(
+        &mut self,
+        pos: &Position,
+        arguments: &str,
+        limit: Duration,
+        cancel: &AtomicBool,
+    ) -> Result<Action, PlayerError> {
         self.send(&format!("position {}", position_command(pos)))?;
-        let (go, limit) = match self.config.limit {
-            GoLimit::Byoyomi(ms) => (format!("go btime 0 wtime 0 byoyomi {ms}"), Duration::from_millis(ms)),
-            GoLimit::MoveTime(ms) => (format!("go movetime {ms}"), Duration::from_millis(ms)),
-            GoLimit::Nodes(n) => (format!("go nodes {n}"), Duration::from_secs(60)),
-        };
-        self.send(&go)?;
+        self.send(&format!("go {arguments}"))?;
         let line = self
             .wait_for(limit + self.config.margin, cancel, |l| l.starts_with("bestmove"))
             .map_err(|e| PlayerError { message: format!("no bestmove: {e}"), ..e })?;
@@ -213,9 +229,20 @@ impl UsiEngine {
         match word {
             "resign" => Ok(Action::Resign),
             "win" => Ok(Action::Declare),
+            "" => Err(PlayerError::failure("bestmove without a move")),
             text => Move::from_usi(text)
                 .map(Action::Play)
                 .ok_or_else(|| PlayerError::failure(format!("bestmove {text:?} is not a USI move"))),
+        }
+    }
+
+    /// After a failed request: the process is not trusted for another game.
+    fn note_failure(&mut self, action: &Result<Action, PlayerError>, cancel: &AtomicBool) {
+        if let Err(error) = action {
+            self.needs_restart = true;
+            if !cancel.load(Ordering::Relaxed) {
+                self.forfeit = Some(error.message.clone());
+            }
         }
     }
 }
@@ -249,13 +276,27 @@ impl Player for UsiEngine {
     }
 
     fn act(&mut self, pos: &Position, cancel: &AtomicBool) -> Result<Action, PlayerError> {
-        let action = self.think(pos, cancel);
-        if let Err(error) = &action {
-            self.needs_restart = true;
-            if !cancel.load(Ordering::Relaxed) {
-                self.forfeit = Some(error.message.clone());
-            }
-        }
+        let (arguments, limit) = match self.config.limit {
+            GoLimit::Byoyomi(ms) => (format!("btime 0 wtime 0 byoyomi {ms}"), Duration::from_millis(ms)),
+            GoLimit::MoveTime(ms) => (format!("movetime {ms}"), Duration::from_millis(ms)),
+            GoLimit::Nodes(n) => (format!("nodes {n}"), Duration::from_secs(60)),
+            GoLimit::Clock(control) => (
+                format!("btime {0} wtime {0} byoyomi {1}", control.main.as_millis(), control.byoyomi.as_millis()),
+                control.main + control.byoyomi,
+            ),
+        };
+        let action = self.think(pos, &arguments, limit, cancel);
+        self.note_failure(&action, cancel);
+        action
+    }
+
+    fn timing(&self) -> Option<Timing> {
+        self.time_control().map(|control| Timing { control, margin: self.config.margin })
+    }
+
+    fn act_on_clock(&mut self, pos: &Position, clock: &TurnClock, cancel: &AtomicBool) -> Result<Action, PlayerError> {
+        let action = self.think(pos, &clock.go_arguments(), clock.own().allowed(), cancel);
+        self.note_failure(&action, cancel);
         action
     }
 }

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use koma_arena::clock::TimeControl;
 use koma_arena::game::play_game;
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::player::{Player, RandomPlayer};
@@ -194,4 +195,53 @@ fn a_cancel_cuts_an_engine_s_long_think_short() {
     cancel.store(true, Ordering::SeqCst);
     let state = finished.recv_timeout(Duration::from_secs(3)).expect("the match went on 3 s after the cancel").unwrap();
     assert_eq!(state.played, 0);
+}
+
+#[test]
+fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("go lines");
+    // Plays 7g7f and 2g2f at once, then sleeps 1.5 s on its third move: 1 s of main time and 300 ms
+    // of byoyomi do not cover it.
+    let on_go = format!(
+        r#"echo "$rest" >> '{log}'; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; elif [ $n = 2 ]; then echo "bestmove 2g2f"; else sleep 1.5; echo "bestmove 1g1f"; fi"#,
+        log = log.display()
+    );
+    let mut config = scripted(&on_go);
+    config.limit =
+        GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::from_millis(300), Duration::ZERO).unwrap());
+    config.margin = Duration::from_millis(50);
+    let mut engine = UsiEngine::start(config).unwrap();
+    let game = play_game(
+        &mut engine,
+        &mut RandomPlayer::new(1),
+        &Position::startpos(),
+        &GameRules::default(),
+        &AtomicBool::new(false),
+    )
+    .unwrap();
+    assert_eq!(game.moves.len(), 4);
+    assert_eq!((game.result.reason, game.result.winner), (EndReason::TimeLoss, Some(Color::White)));
+    let note = game.note.unwrap();
+    assert!(note.contains("scripted (Black) lost on time (1s + 300ms byoyomi)"), "{note}");
+    // The first `go` has both clocks full (the untimed random player is shown Black's clock);
+    // the next ones have Black's main time going down, White's unchanged.
+    let lines: Vec<String> = std::fs::read_to_string(&log).unwrap().lines().map(String::from).collect();
+    assert_eq!(lines[0], "btime 1000 wtime 1000 byoyomi 300");
+    let btime = |line: &str| line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap();
+    assert!(btime(&lines[1]) < 1000 && btime(&lines[2]) <= btime(&lines[1]), "{lines:?}");
+}
+
+#[test]
+fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
+    // Every move takes 0.2 s: a main time of 0.5 s lasts two moves.
+    let mut config =
+        scripted(r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#);
+    config.limit =
+        GoLimit::Clock(TimeControl::new(Duration::from_millis(500), Duration::ZERO, Duration::ZERO).unwrap());
+    config.margin = Duration::from_millis(50);
+    let game = play_against_random(config);
+    assert_eq!((game.result.reason, game.result.winner), (EndReason::TimeLoss, Some(Color::White)));
+    assert_eq!(game.moves.len(), 4, "two moves in time, the third late");
+    assert!(game.note.unwrap().contains("500ms sudden death"));
 }

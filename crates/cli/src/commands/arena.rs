@@ -1,16 +1,22 @@
 //! `koma arena`: a match between two players (koma checkpoints, reference players, USI engines)
-//! in colour-swapped pairs from an opening suite, with live W/D/L, Elo ± 95% CI and SPRT.
+//! in colour-swapped pairs from an opening suite, with live W/D/L, Elo ± 95% CI and SPRT; or a
+//! round robin or gauntlet of more, all games rated together. USI engines take options and play
+//! on clocks (main time, byoyomi or increment) that the arena keeps.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use clap::{Arg, ArgAction, ArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
+use koma_arena::clock::{parse_duration, TimeControl, Timing};
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::openings::read_suite;
-use koma_arena::player::Player;
+use koma_arena::player::{Overridden, Player};
+use koma_arena::spec::{parse_option, parse_player, PlayerKind, PlayerSpec};
 use koma_arena::stats::Sprt;
+use koma_arena::tournament::{pairings, run_tournament, Entrant, Format, Tournament};
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
 use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
@@ -19,14 +25,78 @@ use koma_shogi::Handicap;
 use super::choices::{impasse_rule, max_moves_rule};
 use super::nn_args::RunArgs;
 
+/// The `--player` values, each with the `--option NAME=VALUE`s that follow it, in command-line
+/// order (clap's derive cannot interleave two flags, so this part is written by hand).
+#[derive(Debug, Clone)]
+pub struct PlayerList(Vec<(String, Vec<String>)>);
+
+impl clap::FromArgMatches for PlayerList {
+    fn from_arg_matches(matches: &ArgMatches) -> std::result::Result<Self, clap::Error> {
+        let indexed = |id: &str| -> Vec<(usize, String)> {
+            match (matches.indices_of(id), matches.get_many::<String>(id)) {
+                (Some(i), Some(v)) => i.zip(v.cloned()).collect(),
+                _ => Vec::new(),
+            }
+        };
+        let mut players: Vec<(usize, String, Vec<String>)> =
+            indexed("player").into_iter().map(|(i, p)| (i, p, Vec::new())).collect();
+        for (index, option) in indexed("option") {
+            match players.iter_mut().rev().find(|p| p.0 < index) {
+                Some(player) => player.2.push(option),
+                None => {
+                    return Err(clap::Error::raw(
+                        clap::error::ErrorKind::ArgumentConflict,
+                        format!("--option {option}: an option applies to the --player before it, and there is none\n"),
+                    ))
+                }
+            }
+        }
+        Ok(PlayerList(players.into_iter().map(|(_, p, o)| (p, o)).collect()))
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> std::result::Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl clap::Args for PlayerList {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        cmd.arg(
+            Arg::new("player")
+                .long("player")
+                .action(ArgAction::Append)
+                .required(true)
+                .value_name("SPEC")
+                .help("A player (twice for a match, more with --round-robin or --gauntlet): random, greedy, mcts-material[@BUDGET], a checkpoint PATH.safetensors[@BUDGET], usi:PATH [ARGS…] for a USI engine, or file:PLAYER.toml")
+                .long_help("A player (twice for a match, more with --round-robin or --gauntlet): `random`, `greedy`, `mcts-material[@BUDGET]`, a checkpoint `models/model-00001000.safetensors[@BUDGET]`, `usi:PATH [ARGS…]` for a USI engine (a path with spaces is given whole, or quoted: no shell is involved), or a player file `file:PLAYER.toml` (engine path, args, options, name and time control; docs/arena.md). BUDGET is simulations per move (`@800`) or milliseconds per move (`@500ms`)."),
+        )
+        .arg(
+            Arg::new("option")
+                .long("option")
+                .action(ArgAction::Append)
+                .value_name("NAME=VALUE")
+                .help("A USI option for the --player before it (sent as setoption after usiok; repeatable)"),
+        )
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// A player, given twice: `random`, `greedy`, `mcts-material[@BUDGET]`, a checkpoint path
-    /// `models/model-00001000.safetensors[@BUDGET]`, or `usi:COMMAND [ARGS…]` for a USI engine.
-    /// BUDGET is simulations per move (`@800`) or milliseconds per move (`@500ms`).
-    #[arg(long = "player", required = true, num_args = 1)]
-    players: Vec<String>,
-    /// Games (rounded up to colour-swapped pairs).
+    #[command(flatten)]
+    players: PlayerList,
+    /// Every pair of players plays a match (games per pairing: --games); all games are rated
+    /// together.
+    #[arg(long, conflicts_with = "gauntlet")]
+    round_robin: bool,
+    /// The first player plays a match against each of the others; all games are rated together.
+    #[arg(long)]
+    gauntlet: bool,
+    /// Games per pairing (rounded up to colour-swapped pairs).
     #[arg(long, default_value_t = 100)]
     games: usize,
     /// Opening suite: a file of USI positions, one per line, or `builtin:balanced-8` (the suite
@@ -46,9 +116,20 @@ pub struct Args {
     /// Simulations per move for search players without @SIMS.
     #[arg(long, default_value_t = 200)]
     simulations: u32,
-    /// Milliseconds per move for USI engines (byoyomi).
-    #[arg(long, default_value_t = 1000)]
-    byoyomi: u64,
+    /// USI engines' main time (`60s`, `2m`, `500ms`; a bare number is milliseconds). With
+    /// neither --byoyomi nor --increment: sudden death.
+    #[arg(long, value_parser = duration)]
+    main_time: Option<Duration>,
+    /// USI engines' byoyomi: time per move once the main time is spent (default 1s when no time
+    /// control is given at all; a bare number is milliseconds).
+    #[arg(long, value_parser = duration)]
+    byoyomi: Option<Duration>,
+    /// USI engines' increment, added after each move (Fischer); excludes --byoyomi.
+    #[arg(long, value_parser = duration)]
+    increment: Option<Duration>,
+    /// Grace beyond a clock's allowance before a move loses on time (pipe and process latency).
+    #[arg(long, value_parser = duration, default_value = "100ms")]
+    time_margin: Duration,
     /// Plies after which a game is drawn.
     #[arg(long, default_value_t = 320)]
     max_plies: u32,
@@ -64,7 +145,8 @@ pub struct Args {
     /// Each game is saved here as a UTF-8 KIF file.
     #[arg(long, default_value = "arena/games")]
     records: PathBuf,
-    /// Print the result as one JSON object on stdout.
+    /// Print the result as one JSON object on stdout (for a round robin or gauntlet: players
+    /// with Elo ± 95% CI, and W/D/L per pairing; docs/arena.md).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -92,35 +174,115 @@ fn result_json(state: &koma_arena::matches::MatchState, args: &Args) -> serde_js
     })
 }
 
-fn factory(spec: &str, simulations: u32, byoyomi: u64, rules: GameRules, run: &RunArgs) -> Result<PlayerFactory> {
-    if let Some(command) = spec.strip_prefix("usi:") {
-        let mut words = command.split_whitespace().map(String::from);
-        let program = words.next().context("usi: needs a command")?;
-        let config = UsiEngineConfig {
-            name: String::new(),
-            command: program,
-            args: words.collect(),
-            options: vec![],
-            limit: GoLimit::Byoyomi(byoyomi),
-            margin: Duration::from_millis(1000),
-            startup_timeout: Duration::from_secs(60),
-        };
-        return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
+fn duration(text: &str) -> std::result::Result<Duration, String> {
+    parse_duration(text)
+}
+
+/// The time control USI engines play on unless their player file sets one: the flags, or 1 s of
+/// byoyomi per move when none is given (what `--byoyomi 1000` always was).
+fn engine_time_control(args: &Args) -> Result<TimeControl> {
+    let (main, byoyomi, increment) = (args.main_time, args.byoyomi, args.increment);
+    if main.is_none() && byoyomi.is_none() && increment.is_none() {
+        return Ok(TimeControl::byoyomi_only(Duration::from_secs(1)));
     }
+    TimeControl::new(main.unwrap_or_default(), byoyomi.unwrap_or_default(), increment.unwrap_or_default())
+        .map_err(anyhow::Error::msg)
+        .context("--main-time/--byoyomi/--increment")
+}
+
+/// A player's factory. A USI engine plays on its player file's time control, else the match's;
+/// a built-in player or checkpoint keeps its simulation budget unless its player file gives it a
+/// clock, on which it then searches ([`koma_arena::clock::TurnClock::move_budget`]) and can lose
+/// on time.
+fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: GameRules) -> Result<PlayerFactory> {
+    let margin = args.time_margin;
+    let built = match &spec.kind {
+        PlayerKind::Engine { path, args: engine_args } => {
+            let command = path.to_str().with_context(|| format!("engine path {} is not UTF-8", path.display()))?;
+            let config = UsiEngineConfig {
+                name: spec.name.clone().unwrap_or_default(),
+                command: command.to_string(),
+                args: engine_args.clone(),
+                options: spec.options.clone(),
+                limit: GoLimit::Clock(spec.time.unwrap_or(engine_time)),
+                margin,
+                startup_timeout: Duration::from_secs(60),
+            };
+            return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
+        }
+        PlayerKind::Builtin(text) => builtin_factory(text, args.simulations, rules, &args.run)?,
+    };
+    if spec.name.is_none() && spec.time.is_none() {
+        return Ok(built);
+    }
+    let (name, timing) = (spec.name.clone(), spec.time.map(|control| Timing { control, margin }));
+    Ok(Arc::new(move |seed| {
+        built(seed).map(|inner| Box::new(Overridden { name: name.clone(), timing, inner }) as Box<dyn Player>)
+    }))
+}
+
+fn builtin_factory(spec: &str, simulations: u32, rules: GameRules, run: &RunArgs) -> Result<PlayerFactory> {
     if let Ok(reference) = reference_factory(spec, simulations, rules) {
         return Ok(reference);
     }
     let (path, budget) = split_budget(spec, simulations).map_err(anyhow::Error::msg)?;
     let path = PathBuf::from(path);
     if !path.exists() {
-        bail!("player {spec:?}: not random, greedy, mcts-material, usi:… or an existing checkpoint");
+        bail!("player {spec:?}: not random, greedy, mcts-material, usi:…, file:….toml or an existing checkpoint");
     }
     checkpoint_factory(&path, budget, rules, &run.options()?).with_context(|| format!("loading {}", path.display()))
 }
 
+/// The players, named: each factory is asked once for its player's name, and a name already
+/// taken (two engines reporting the same `id name`) gets `#2`, `#3`, … so that results and
+/// ratings tell them apart.
+fn entrants(args: &Args, rules: GameRules) -> Result<Vec<Entrant>> {
+    let engine_time = engine_time_control(args)?;
+    let mut out: Vec<Entrant> = Vec::new();
+    for (k, (text, options)) in args.players.0.iter().enumerate() {
+        let context = || format!("--player {text:?} (player {})", k + 1);
+        let mut spec = parse_player(text).map_err(anyhow::Error::msg).with_context(context)?;
+        for option in options {
+            let (name, value) = parse_option(option).map_err(anyhow::Error::msg).with_context(context)?;
+            spec.set_option(&name, &value).map_err(anyhow::Error::msg).with_context(context)?;
+        }
+        let built = factory(&spec, args, engine_time, rules).with_context(context)?;
+        let own = built(0).map_err(anyhow::Error::msg).with_context(context)?.name();
+        let mut name = own.clone();
+        let mut n = 1;
+        while out.iter().any(|e| e.name == name) {
+            n += 1;
+            name = format!("{own}#{n}");
+        }
+        let factory: PlayerFactory = if name == own {
+            built
+        } else {
+            let renamed = name.clone();
+            Arc::new(move |seed| {
+                built(seed).map(|inner| {
+                    Box::new(Overridden { name: Some(renamed.clone()), timing: None, inner }) as Box<dyn Player>
+                })
+            })
+        };
+        out.push(Entrant { name, factory });
+    }
+    Ok(out)
+}
+
 pub fn run(args: Args) -> Result<()> {
-    if args.players.len() != 2 {
-        bail!("--player must be given exactly twice (found {})", args.players.len());
+    let format = match (args.round_robin, args.gauntlet) {
+        (true, _) => Some(Format::RoundRobin),
+        (_, true) => Some(Format::Gauntlet),
+        _ => None,
+    };
+    let count = args.players.0.len();
+    match format {
+        None if count != 2 => {
+            bail!("--player must be given twice for a match (found {count}); more players need --round-robin or --gauntlet")
+        }
+        Some(f) if count < 2 => bail!("--{} needs at least two players (found {count})", f.name()),
+        Some(f) if args.sprt.is_some() => bail!("--sprt is for a match of two players, not a --{}", f.name()),
+        _ => {}
     }
     let rules = GameRules {
         max_plies: args.max_plies,
@@ -128,8 +290,6 @@ pub fn run(args: Args) -> Result<()> {
         impasse: args.impasse,
         ..GameRules::default()
     };
-    let a = factory(&args.players[0], args.simulations, args.byoyomi, rules, &args.run)?;
-    let b = factory(&args.players[1], args.simulations, args.byoyomi, rules, &args.run)?;
     let openings = match (&args.openings, &args.handicap) {
         (Some(spec), _) => {
             let text = koma_pipeline::config::opening_suite_text(spec).map_err(anyhow::Error::msg)?.unwrap_or_default();
@@ -142,6 +302,7 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => Vec::new(),
     };
     let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
+    let entrants = entrants(&args, rules)?;
     let config = MatchConfig {
         games: args.games,
         concurrency: args.concurrency,
@@ -152,9 +313,23 @@ pub fn run(args: Args) -> Result<()> {
         records: Some(args.records.clone()),
         cancel: Some(crate::interrupt::stop_flag()),
     };
+    match format {
+        Some(format) => run_many(&args, format, &entrants, &config),
+        None => run_two(&args, &entrants, &config),
+    }
+}
+
+fn interrupted_note(played: usize) {
+    if crate::interrupt::stop_flag().load(std::sync::atomic::Ordering::SeqCst) {
+        eprintln!("interrupted: the games in progress were dropped; {played} finished games are scored below");
+    }
+}
+
+fn run_two(args: &Args, entrants: &[Entrant], config: &MatchConfig) -> Result<()> {
+    let (a, b) = (entrants[0].factory.clone(), entrants[1].factory.clone());
     let bar = ProgressBar::new(args.games.div_ceil(2) as u64 * 2);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
-    let state = run_match(a, b, &config, &mut |_, s| {
+    let state = run_match(a, b, config, &mut |_, s| {
         bar.set_position(s.played as u64);
         let elo = s.elo().map(|e| format!("Elo {:+.0} ± {:.0}", e.elo, e.margin())).unwrap_or_default();
         let llr = s.llr.map(|l| format!("  LLR {l:.2}")).unwrap_or_default();
@@ -162,11 +337,9 @@ pub fn run(args: Args) -> Result<()> {
     })
     .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
-    if crate::interrupt::stop_flag().load(std::sync::atomic::Ordering::SeqCst) {
-        eprintln!("interrupted: the games in progress were dropped; {} finished games are scored below", state.played);
-    }
+    interrupted_note(state.played);
     if args.json {
-        println!("{}", result_json(&state, &args));
+        println!("{}", result_json(&state, args));
         return Ok(());
     }
     println!(
@@ -193,4 +366,107 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("results appended to {}, games saved under {}", args.results.display(), args.records.display());
     Ok(())
+}
+
+/// A round robin or gauntlet: the pairings one after another, one progress bar over all games,
+/// then a table of every player's Elo ± 95% CI (all games fitted together, the first player at
+/// 0) and each pairing's W/D/L.
+fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchConfig) -> Result<()> {
+    let plan = pairings(entrants.len(), format);
+    let per_pairing = args.games.div_ceil(2).max(1) * 2;
+    let bar = ProgressBar::new((plan.len() * per_pairing) as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} games  {msg}").expect("valid template"));
+    let tournament = run_tournament(entrants, format, config, &mut |k, _, s| {
+        bar.set_position((k * per_pairing + s.played) as u64);
+        bar.set_message(format!(
+            "pairing {}/{}: {} vs {} +{} ={} -{}",
+            k + 1,
+            plan.len(),
+            s.a_name,
+            s.b_name,
+            s.wins,
+            s.draws,
+            s.losses
+        ));
+    })
+    .map_err(anyhow::Error::msg)?;
+    bar.finish_and_clear();
+    interrupted_note(tournament.games());
+    if args.json {
+        println!("{}", tournament_json(&tournament, args));
+        return Ok(());
+    }
+    println!(
+        "{} of {} players: {} games ({per_pairing} per pairing), Elo relative to {}",
+        format.name(),
+        tournament.players.len(),
+        tournament.games(),
+        tournament.players[0]
+    );
+    let width = tournament.players.iter().map(|p| p.chars().count()).max().unwrap_or(6).max(6);
+    println!("{:>4}  {:<width$}  {:>8}  {:>8}  {:>6}  {:>7}", "rank", "player", "Elo", "± 95%", "games", "points");
+    for (rank, r) in tournament.ratings.iter().enumerate() {
+        println!(
+            "{:>4}  {:<width$}  {:>+8.1}  {:>8.1}  {:>6}  {:>7.1}",
+            rank + 1,
+            r.player,
+            r.elo,
+            r.margin,
+            r.games,
+            r.points
+        );
+    }
+    for p in &tournament.pairings {
+        let s = &p.state;
+        let elo = s.elo().map(|e| format!("  Elo {:+.0} ± {:.0}", e.elo, e.margin())).unwrap_or_default();
+        println!("{} vs {}: +{} ={} -{}, score {:.3}{elo}", s.a_name, s.b_name, s.wins, s.draws, s.losses, s.score());
+    }
+    println!("results appended to {}, games saved under {}", args.results.display(), args.records.display());
+    Ok(())
+}
+
+/// The round robin or gauntlet for scripts (schema in docs/arena.md).
+fn tournament_json(t: &Tournament, args: &Args) -> serde_json::Value {
+    let players: Vec<serde_json::Value> = t
+        .ratings
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.player,
+                "elo": r.elo,
+                "margin": r.margin,
+                "lower": r.elo - r.margin,
+                "upper": r.elo + r.margin,
+                "games": r.games,
+                "points": r.points,
+            })
+        })
+        .collect();
+    let pairs: Vec<serde_json::Value> = t
+        .pairings
+        .iter()
+        .map(|p| {
+            let s = &p.state;
+            let elo = s.elo().map(|e| serde_json::json!({ "elo": e.elo, "lower": e.lower, "upper": e.upper }));
+            serde_json::json!({
+                "a": s.a_name,
+                "b": s.b_name,
+                "games": s.played,
+                "wins": s.wins,
+                "draws": s.draws,
+                "losses": s.losses,
+                "score": s.score(),
+                "elo": elo,
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "format": t.format.name(),
+        "anchor": t.players[0],
+        "games": t.games(),
+        "players": players,
+        "pairs": pairs,
+        "results": args.results,
+        "records": args.records,
+    })
 }

@@ -8,6 +8,7 @@
 use std::path::PathBuf;
 
 use koma_arena::player::Budget;
+use koma_arena::tournament::{pairings, Format};
 
 use crate::error::Result;
 use crate::evaluation::{Arena, Contestant};
@@ -85,27 +86,26 @@ pub fn curve_checkpoints(state: &VariantState, kind: BudgetKind, n: usize) -> Ve
     picked
 }
 
-/// The round robin: every pair of players once, in the order given.
+/// The round robin: every pair of players once, in the order given (the arena's pairings).
 pub fn round_robin(
     players: &[Contestant],
     games: usize,
     results: &std::path::Path,
     simulations: u32,
 ) -> Vec<PlannedMatch> {
-    let mut plan = Vec::new();
-    for i in 0..players.len() {
-        for j in i + 1..players.len() {
+    pairings(players.len(), Format::RoundRobin)
+        .into_iter()
+        .map(|(i, j)| {
             let (a, b) = (&players[i], &players[j]);
-            plan.push(PlannedMatch {
+            PlannedMatch {
                 label: format!("round robin: {} vs {}", player_name(a, simulations), player_name(b, simulations)),
                 a: a.clone(),
                 b: b.clone(),
                 games,
                 results: results.to_path_buf(),
-            });
-        }
-    }
-    plan
+            }
+        })
+        .collect()
 }
 
 /// Copies what the matches need into `EXPDIR/players/` and plans them: the round robin first,

@@ -1,0 +1,81 @@
+//! A round robin of three players, one a scripted USI engine on a clock that always answers too
+//! late: every pairing is played in colour-swapped pairs, every game lands in the results file,
+//! the late engine loses every game on time, and all players are rated together.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use koma_arena::clock::TimeControl;
+use koma_arena::matches::{MatchConfig, PlayerFactory};
+use koma_arena::player::{GreedyPlayer, Player, RandomPlayer};
+use koma_arena::tournament::{run_tournament, Entrant, Format};
+use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
+use koma_shogi::rules::GameRules;
+
+fn entrant(name: &str, factory: PlayerFactory) -> Entrant {
+    Entrant { name: name.into(), factory }
+}
+
+#[test]
+fn a_round_robin_of_three_rates_everyone_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    let script = r#"while read -r cmd rest; do
+  case "$cmd" in
+    usi) echo "id name sleepy"; echo usiok ;;
+    isready) echo readyok ;;
+    go) sleep 0.3; echo "bestmove resign" ;;
+    quit) exit 0 ;;
+  esac
+done"#;
+    let config = UsiEngineConfig {
+        name: String::new(),
+        command: "bash".into(),
+        args: vec!["-c".into(), script.into()],
+        options: vec![],
+        limit: GoLimit::Clock(TimeControl::new(Duration::from_millis(100), Duration::ZERO, Duration::ZERO).unwrap()),
+        margin: Duration::from_millis(50),
+        startup_timeout: Duration::from_secs(5),
+    };
+    let sleepy: PlayerFactory =
+        Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>));
+    let entrants = vec![
+        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
+        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
+        entrant("sleepy", sleepy),
+    ];
+    let match_config = MatchConfig {
+        games: 2,
+        concurrency: 1,
+        rules: GameRules { max_plies: 60, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: Some(results.clone()),
+        records: None,
+        cancel: None,
+    };
+    let mut seen = Vec::new();
+    let t =
+        run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |k, _, s| seen.push((k, s.played))).unwrap();
+    assert_eq!(seen, vec![(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]);
+    assert_eq!(t.games(), 6);
+    let pairs: Vec<(usize, usize)> = t.pairings.iter().map(|p| (p.a, p.b)).collect();
+    assert_eq!(pairs, vec![(0, 1), (0, 2), (1, 2)]);
+    // The sleepy engine answers 0.3 s into a 0.1 s sudden death: it loses every game on time.
+    for p in &t.pairings[1..] {
+        assert_eq!(p.state.wins, 2, "{} vs {}", p.state.a_name, p.state.b_name);
+    }
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&results).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 6);
+    let timed_out: Vec<&serde_json::Value> = lines.iter().filter(|l| l["reason"] == "TimeLoss").collect();
+    assert_eq!(timed_out.len(), 4);
+    assert!(timed_out.iter().all(
+        |l| l["note"].as_str().unwrap().contains("sleepy") && l["note"].as_str().unwrap().contains("lost on time")
+    ));
+    assert_eq!(t.ratings.len(), 3);
+    let elo = |name: &str| t.ratings.iter().find(|r| r.player == name).unwrap();
+    assert_eq!(elo("greedy").elo, 0.0, "the first player is the anchor");
+    assert!(elo("sleepy").elo < elo("random").elo.min(0.0) && elo("sleepy").margin.is_finite());
+    assert!(t.ratings.iter().all(|r| r.games == 4.0));
+}
