@@ -38,11 +38,11 @@ pub struct Args {
     device: String,
 }
 
-/// Positions searched by every measurement: the start, a middle game, an endgame.
+/// Positions searched by every measurement: the start, a bishop exchange, a ranging rook.
 const POSITIONS: [&str; 3] = [
     "startpos",
     "startpos moves 7g7f 3c3d 2g2f 8c8d 2f2e 8d8e 6i7h 4a3b 2e2d 2c2d 2h2d 8e8f 8g8f 8b8f",
-    "sfen 4k4/9/4P4/9/9/9/9/9/4K4 b GS2r2b3g3s4n4l17p 1",
+    "startpos moves 7g7f 3c3d 2g2f 4c4d 3i4h 3a4b 5g5f 8b4b 2f2e 2b3c 4i5h 5a6b 5i6h 6b7b 6h7h 7a8b",
 ];
 
 /// Nodes per second of one `koma usi` process with `threads` search threads: the mean over the
