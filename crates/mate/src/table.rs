@@ -1,5 +1,6 @@
 //! The df-pn transposition table: clusters of entries indexed by the board (without hands) and
-//! the node type, each entry holding the attacker's hand it was computed for. Hand dominance
+//! the node type, each entry holding an attacker's hand: the one an unsolved entry was computed
+//! for, a proof's proof pieces or a disproof's disproof pieces. Hand dominance
 //! makes one entry answer for many positions: a board proved with attacker hand H is proved for
 //! every hand holding at least H (the defender then has fewer pieces to drop, and the attacker's
 //! strategy still works); disproved with H, it is disproved for every hand holding at most H.
