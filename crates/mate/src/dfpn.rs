@@ -8,7 +8,8 @@
 //! to the parent once another child becomes more promising.
 //!
 //! - **Table** (table.rs): results are shared between positions that differ only in the
-//!   attacker's hand (hand dominance). Each recursion keeps its children's values in its own
+//!   attacker's hand (hand dominance), a proof keyed by its proof pieces (the least hand it needs)
+//!   and a disproof by its disproof pieces (the most it allows). Each recursion keeps its children's values in its own
 //!   frame and never re-reads them from the table, so results that depend on the path stay local.
 //! - **Repetition**: a child that repeats a position of the current path, or of the game before
 //!   the root, is no mate for the attacker (perpetual check loses; a repetition is not mate).
@@ -17,13 +18,14 @@
 //!   a tainted refutation is never stored.
 //! - **Depth**: a mate must fit in `max_plies`. A refutation that relied on the limit is stored
 //!   with the plies it had, and a root refuted that way is `NoMateWithin`, never `NoMate`.
-//! - **New OR nodes** first look for a mate in one.
+//! - **New OR nodes** first look for a mate in one; new AND nodes look for one behind their
+//!   evasions until the first without.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use koma_shogi::{Color, Move, Position};
+use koma_shogi::{Color, Hand, Move, PieceType, Position};
 
 use crate::line::verify_mate_line;
 use crate::table::{Found, Table, INF};
@@ -134,35 +136,56 @@ struct Value {
     depth_limited: bool,
     /// The path index of the repeated position a refutation relies on ([`NO_TAINT`], [`HISTORY`]).
     taint: i32,
+    /// A proof's proof pieces (the least attacker hand it needs), a refutation's disproof pieces
+    /// (the most it allows), in the node's own terms; unused while unsolved.
+    hand: Hand,
 }
 
 impl Value {
     fn open(pn: u32, dn: u32) -> Value {
-        Value { pn, dn, plies: 0, depth_limited: false, taint: NO_TAINT }
+        Value { pn, dn, plies: 0, depth_limited: false, taint: NO_TAINT, hand: Hand::EMPTY }
     }
 
-    fn proof(plies: u32) -> Value {
-        Value { pn: 0, dn: INF, plies: plies.min(u32::from(u16::MAX)) as u16, depth_limited: false, taint: NO_TAINT }
+    fn proof(plies: u32, pieces: Hand) -> Value {
+        Value {
+            pn: 0,
+            dn: INF,
+            plies: plies.min(u32::from(u16::MAX)) as u16,
+            depth_limited: false,
+            taint: NO_TAINT,
+            hand: pieces,
+        }
     }
 
-    fn refutation() -> Value {
-        Value { pn: INF, dn: 0, plies: 0, depth_limited: false, taint: NO_TAINT }
+    fn refutation(pieces: Hand) -> Value {
+        Value { pn: INF, dn: 0, plies: 0, depth_limited: false, taint: NO_TAINT, hand: pieces }
     }
 
-    fn depth_refutation(plies_left: u32) -> Value {
-        Value { plies: plies_left as u16, depth_limited: true, ..Value::refutation() }
+    /// No mate within `plies_left`, shown for the exact hand `hand` only.
+    fn depth_refutation(plies_left: u32, hand: Hand) -> Value {
+        Value { plies: plies_left as u16, depth_limited: true, ..Value::refutation(hand) }
     }
 
-    fn repetition(taint: i32) -> Value {
-        Value { taint, ..Value::refutation() }
+    /// A repetition: a refutation for the exact hand `hand` only.
+    fn repetition(taint: i32, hand: Hand) -> Value {
+        Value { taint, ..Value::refutation(hand) }
     }
 
-    fn found(self) -> Found {
-        Found { pn: self.pn, dn: self.dn, plies: self.plies, depth_limited: self.depth_limited }
+    /// What the table stores for a node searched with attacker hand `hand`: the numbers for that
+    /// hand, or a result keyed by its proof or disproof pieces.
+    fn found(self, hand: Hand) -> Found {
+        let solved = self.pn == 0 || self.dn == 0;
+        Found {
+            pn: self.pn,
+            dn: self.dn,
+            plies: self.plies,
+            depth_limited: self.depth_limited,
+            hand: if solved { self.hand } else { hand },
+        }
     }
 
     fn from_found(f: Found) -> Value {
-        Value { pn: f.pn, dn: f.dn, plies: f.plies, depth_limited: f.depth_limited, taint: NO_TAINT }
+        Value { pn: f.pn, dn: f.dn, plies: f.plies, depth_limited: f.depth_limited, taint: NO_TAINT, hand: f.hand }
     }
 }
 
@@ -226,10 +249,10 @@ impl Search<'_, '_, '_> {
     fn probe(&self, pos: &Position, or: bool, plies_left: u32) -> Value {
         let h = pos.hash();
         if let Some(j) = self.path.iter().rposition(|&x| x == h) {
-            return Value::repetition(j as i32);
+            return Value::repetition(j as i32, pos.hand(self.attacker));
         }
         if self.history.contains(&h) {
-            return Value::repetition(HISTORY);
+            return Value::repetition(HISTORY, pos.hand(self.attacker));
         }
         match self.table.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left) {
             Some(found) => Value::from_found(found),
@@ -241,39 +264,61 @@ impl Search<'_, '_, '_> {
     /// the thresholds, or a limit stops the search. `self.path` ends with `pos`.
     fn mid(&mut self, pos: &mut Position, or: bool, th_pn: u32, th_dn: u32, plies_left: u32) -> Value {
         let ply = (self.path.len() - 1) as i32;
+        let hand = pos.hand(self.attacker);
         if or && plies_left == 0 {
-            return Value::depth_refutation(0);
+            return Value::depth_refutation(0, hand);
         }
         let key = self.key(pos, or);
-        let hand = pos.hand(self.attacker);
         let moves = node_moves(pos, or);
         if moves.is_empty() {
-            let v = if or { Value::refutation() } else { Value::proof(0) };
-            self.table.store(key, hand, v.found(), 1);
+            let v = if or {
+                Value::refutation(or_disproof_start(pos, self.attacker))
+            } else {
+                Value::proof(0, and_proof_pieces(pos, self.attacker, Hand::EMPTY))
+            };
+            self.table.store(key, hand, v.found(hand), 1);
             return v;
         }
         if !or && plies_left == 0 {
-            return Value::depth_refutation(0);
+            return Value::depth_refutation(0, hand);
         }
         let nodes_before = self.nodes;
         // A new OR node: a mate in one proves it at once.
         if or && self.table.lookup(key, hand, plies_left).is_none() {
-            for &m in &moves {
-                pos.do_move(m);
-                let mated = !pos.has_legal_move();
-                pos.undo_move();
-                if mated {
-                    let v = Value::proof(1);
-                    self.table.store(key, hand, v.found(), 1);
-                    return v;
-                }
+            if let Some(v) = self.mate_in_one(pos, &moves, key, hand) {
+                return v;
             }
         }
+        // Evasions are looked at for a mate in one until the first that has none.
+        let mut all_mated = !or && plies_left >= 2;
         let mut kids: Vec<Child> = moves
             .iter()
             .map(|&mv| {
                 pos.do_move(mv);
-                let value = self.probe(pos, !or, plies_left - 1);
+                let mut value = self.probe(pos, !or, plies_left - 1);
+                if all_mated && value.pn == 1 && value.dn == 1 {
+                    // A new evasion: look for the attacker's mate in one behind it now (as
+                    // cshogi's df-pn does), so that an AND node whose evasions all lose at once
+                    // is proved without a descent into each. After the first evasion without
+                    // one the AND node is not proved at once, and the rest wait for a descent.
+                    let (child_key, child_hand) = (self.key(pos, true), pos.hand(self.attacker));
+                    if self.table.lookup(child_key, child_hand, plies_left - 1).is_none() {
+                        let checks = node_moves(pos, true);
+                        match self.mate_in_one(pos, &checks, child_key, child_hand) {
+                            Some(v) => value = v,
+                            None if checks.is_empty() => {
+                                value = Value::refutation(or_disproof_start(pos, self.attacker));
+                                self.table.store(child_key, child_hand, value.found(child_hand), 1);
+                            }
+                            None => {
+                                // Stored open, so that neither this node's next visit nor the
+                                // child's own looks for the mate in one again.
+                                self.table.store(child_key, child_hand, value.found(child_hand), 1);
+                            }
+                        }
+                    }
+                }
+                all_mated &= value.pn == 0;
                 pos.undo_move();
                 Child { mv, value }
             })
@@ -304,16 +349,32 @@ impl Search<'_, '_, '_> {
                 return Value::open(pn, dn);
             }
         }
-        let mut v = summarize(or, &kids, plies_left);
+        let mut v = summarize(pos, self.attacker, or, &kids, plies_left);
         if v.taint != NO_TAINT && v.taint >= ply {
             // The repeated position is this one or below it: the cycle is the node's own.
             v.taint = NO_TAINT;
         }
         if v.taint == NO_TAINT {
             let amount = (self.nodes - nodes_before).min(u64::from(u32::MAX)) as u32;
-            self.table.store(key, hand, v.found(), amount.max(1));
+            self.table.store(key, hand, v.found(hand), amount.max(1));
         }
         v
+    }
+
+    /// Proves the OR node at `pos` (its checks `moves`) and stores the proof if one of them mates
+    /// at once.
+    fn mate_in_one(&mut self, pos: &mut Position, moves: &[Move], key: u64, hand: Hand) -> Option<Value> {
+        for &m in moves {
+            pos.do_move(m);
+            let mated = (!pos.has_legal_move()).then(|| and_proof_pieces(pos, self.attacker, Hand::EMPTY));
+            pos.undo_move();
+            if let Some(child) = mated {
+                let v = Value::proof(1, or_proof_pieces(pos, self.attacker, m, child));
+                self.table.store(key, hand, v.found(hand), 1);
+                return Some(v);
+            }
+        }
+        None
     }
 
     /// The mate line from a proved root: at OR nodes the proved check with the shortest mate,
@@ -362,7 +423,11 @@ impl Search<'_, '_, '_> {
         let mut chosen: Option<(Move, u16)> = None;
         for mv in moves {
             pos.do_move(mv);
-            let v = if or && !pos.has_legal_move() { Value::proof(0) } else { self.probe(pos, !or, plies_left - 1) };
+            let v = if or && !pos.has_legal_move() {
+                Value::proof(0, Hand::EMPTY)
+            } else {
+                self.probe(pos, !or, plies_left - 1)
+            };
             pos.undo_move();
             if v.pn != 0 {
                 if or {
@@ -427,28 +492,213 @@ fn most_proving(or: bool, kids: &[Child]) -> (usize, u32) {
     (best, second)
 }
 
-/// The node's value once its loop ended.
-fn summarize(or: bool, kids: &[Child], plies_left: u32) -> Value {
+/// The node's value once its loop ended, with its proof or disproof pieces.
+fn summarize(pos: &Position, attacker: Color, or: bool, kids: &[Child], plies_left: u32) -> Value {
     let (pn, dn) = numbers(or, kids);
     if pn == 0 {
-        let lengths = kids.iter().filter(|k| k.value.pn == 0).map(|k| u32::from(k.value.plies));
-        let plies = if or { lengths.min() } else { lengths.max() };
-        return Value::proof(plies.unwrap_or(0) + 1);
+        let proved = kids.iter().filter(|k| k.value.pn == 0);
+        return if or {
+            let best = proved.min_by_key(|k| k.value.plies).expect("pn 0 has a proved child");
+            Value::proof(u32::from(best.value.plies) + 1, or_proof_pieces(pos, attacker, best.mv, best.value.hand))
+        } else {
+            let plies = proved.clone().map(|k| u32::from(k.value.plies)).max().unwrap_or(0);
+            let needed = proved.fold(Hand::EMPTY, |h, k| hand_max(h, k.value.hand));
+            Value::proof(plies + 1, and_proof_pieces(pos, attacker, needed))
+        };
     }
     if dn == 0 {
-        let refuting = kids.iter().filter(|k| k.value.dn == 0).map(|k| k.value);
+        let refuting = kids.iter().filter(|k| k.value.dn == 0);
         // OR: every child refuted, all of them count; AND: one refutation suffices, the cleanest.
-        let (depth_limited, taint) = if or {
-            refuting.fold((false, NO_TAINT), |(d, t), v| (d || v.depth_limited, t.min(v.taint)))
+        let (depth_limited, taint, pieces) = if or {
+            refuting.fold((false, NO_TAINT, or_disproof_start(pos, attacker)), |(d, t, h), k| {
+                (d || k.value.depth_limited, t.min(k.value.taint), hand_min(h, or_disproof_pieces(pos, attacker, k)))
+            })
         } else {
             refuting
-                .min_by_key(|v| (v.taint != NO_TAINT, v.depth_limited, std::cmp::Reverse(v.taint)))
-                .map(|v| (v.depth_limited, v.taint))
+                .min_by_key(|k| (k.value.taint != NO_TAINT, k.value.depth_limited, std::cmp::Reverse(k.value.taint)))
+                .map(|k| (k.value.depth_limited, k.value.taint, and_disproof_pieces(pos, attacker, k)))
                 .expect("dn 0 has a refuting child")
         };
-        let mut v = if depth_limited { Value::depth_refutation(plies_left) } else { Value::refutation() };
+        let mut v = if depth_limited { Value::depth_refutation(plies_left, pieces) } else { Value::refutation(pieces) };
         v.taint = taint;
         return v;
     }
     Value::open(pn, dn)
+}
+
+// Proof and disproof pieces (Seo 1999; Nagai 2002). Within one search the pieces are conserved,
+// so an attacker hand H' on the same board leaves the defender the pieces in both hands less H'.
+// A proof holds for every H' that dominates its proof pieces, a disproof for every H' its
+// disproof pieces dominate; the rules below keep that true node by node.
+
+/// Per kind, the larger count.
+fn hand_max(a: Hand, b: Hand) -> Hand {
+    let mut h = a;
+    for pt in PieceType::HAND {
+        h.set(pt, a.count(pt).max(b.count(pt)));
+    }
+    h
+}
+
+/// Per kind, the smaller count.
+fn hand_min(a: Hand, b: Hand) -> Hand {
+    let mut h = a;
+    for pt in PieceType::HAND {
+        h.set(pt, a.count(pt).min(b.count(pt)));
+    }
+    h
+}
+
+/// Whether the defender (to move, in check) could answer by dropping a piece between the checker
+/// and the king: one checker, on a line with an empty square between.
+fn drops_can_interpose(pos: &Position) -> bool {
+    let checkers = pos.checkers();
+    if checkers.more_than_one() {
+        return false;
+    }
+    let Some(checker) = checkers.first() else { return false };
+    let king = pos.king_square(pos.side_to_move());
+    let df = (i32::from(checker.file_index()) - i32::from(king.file_index())).abs();
+    let dr = (i32::from(checker.rank_index()) - i32::from(king.rank_index())).abs();
+    df.max(dr) >= 2 && (df == 0 || dr == 0 || df == dr)
+}
+
+/// An AND node's proof pieces, given the most each proved evasion needs. If a drop could block
+/// the check, the attacker keeps all it holds of every kind the defender has none of: with fewer,
+/// the defender would hold some and could drop it, an evasion the proof never met.
+fn and_proof_pieces(pos: &Position, attacker: Color, needed: Hand) -> Hand {
+    let mut pieces = needed;
+    if drops_can_interpose(pos) {
+        let (mine, theirs) = (pos.hand(attacker), pos.hand(!attacker));
+        for pt in PieceType::HAND {
+            if theirs.count(pt) == 0 {
+                pieces.set(pt, mine.count(pt));
+            }
+        }
+    }
+    pieces
+}
+
+/// An OR node's proof pieces from the check `mv` and the pieces its position needs: a dropped
+/// piece must be in hand; a captured one need not be.
+fn or_proof_pieces(pos: &Position, attacker: Color, mv: Move, child: Hand) -> Hand {
+    let mut pieces = child;
+    if let Some(pt) = mv.drop_piece_type() {
+        pieces.set(pt, pieces.count(pt) + 1);
+    } else if let Some(captured) = pos.piece_at(mv.to()) {
+        let pt = captured.piece_type().unpromote();
+        pieces.set(pt, pieces.count(pt).saturating_sub(1));
+    }
+    hand_min(pieces, pos.hand(attacker))
+}
+
+/// An OR node's disproof pieces before its checks are counted: of a kind the attacker holds, more
+/// gives no new check (the drops are already tried, deeper nodes bound the rest); of a kind it
+/// does not hold, one more would allow new drops.
+fn or_disproof_start(pos: &Position, attacker: Color) -> Hand {
+    let (mine, theirs) = (pos.hand(attacker), pos.hand(!attacker));
+    let mut pieces = Hand::EMPTY;
+    for pt in PieceType::HAND {
+        if mine.count(pt) > 0 {
+            pieces.set(pt, mine.count(pt) + theirs.count(pt));
+        }
+    }
+    pieces
+}
+
+/// What the refuted check `kid` allows at its OR node: the child's disproof pieces, with the piece
+/// the check drops added back and the piece it captures taken away.
+fn or_disproof_pieces(pos: &Position, attacker: Color, kid: &Child) -> Hand {
+    let (mine, theirs) = (pos.hand(attacker), pos.hand(!attacker));
+    let mut pieces = kid.value.hand;
+    if let Some(pt) = kid.mv.drop_piece_type() {
+        pieces.set(pt, (pieces.count(pt) + 1).min(mine.count(pt) + theirs.count(pt)));
+    } else if let Some(captured) = pos.piece_at(kid.mv.to()) {
+        let pt = captured.piece_type().unpromote();
+        pieces.set(pt, pieces.count(pt).saturating_sub(1));
+    }
+    // Never below the hand searched (a disproof always holds for it).
+    hand_max(pieces, mine)
+}
+
+/// What the refuting evasion `kid` allows at its AND node: the child's disproof pieces, and if the
+/// evasion drops a piece, the defender must keep one of that kind.
+fn and_disproof_pieces(pos: &Position, attacker: Color, kid: &Child) -> Hand {
+    let (mine, theirs) = (pos.hand(attacker), pos.hand(!attacker));
+    let mut pieces = kid.value.hand;
+    if let Some(pt) = kid.mv.drop_piece_type() {
+        pieces.set(pt, pieces.count(pt).min(mine.count(pt) + theirs.count(pt) - 1));
+    }
+    hand_max(pieces, mine)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hand(pieces: &[(PieceType, u32)]) -> Hand {
+        let mut h = Hand::EMPTY;
+        for &(pt, n) in pieces {
+            h.set(pt, n);
+        }
+        h
+    }
+
+    /// Searches `sfen` and returns the solver, for looking into its table.
+    fn solved(sfen: &str) -> (DfPn, Position, Outcome) {
+        let pos = Position::from_sfen(sfen).unwrap();
+        let mut solver = DfPn::new(1);
+        let outcome = solver.search(&pos, &Limits { max_plies: 7, ..Limits::default() });
+        (solver, pos, outcome)
+    }
+
+    #[test]
+    fn a_drop_mate_needs_exactly_the_dropped_piece() {
+        // G*5b mates; the pawn and the second gold in hand are not needed.
+        let (solver, pos, outcome) = solved("4k4/9/4P4/9/9/9/9/9/4K4 b 2GP 1");
+        assert_eq!(outcome, Outcome::Mate(vec![Move::from_usi("G*5b").unwrap()]));
+        let gold = hand(&[(PieceType::Gold, 1)]);
+        let found = solver.table.lookup(pos.board_hash(), gold, 1).expect("the proof answers for one gold");
+        assert_eq!((found.pn, found.hand), (0, gold));
+        assert_eq!(solver.table.lookup(pos.board_hash(), hand(&[(PieceType::Pawn, 1)]), 1), None);
+    }
+
+    #[test]
+    fn a_mate_without_drops_needs_no_piece_in_hand() {
+        // 4c5b or 5c5b+ mates with the board alone: the proof holds with any hand, an empty one
+        // included.
+        let (solver, pos, outcome) = solved("4k4/9/4PG3/9/9/9/9/9/4K4 b RP 1");
+        assert!(matches!(&outcome, Outcome::Mate(line) if line.len() == 1 && !line[0].is_drop()), "{outcome:?}");
+        for h in [Hand::EMPTY, hand(&[(PieceType::Rook, 1)]), hand(&[(PieceType::Silver, 2)])] {
+            let found = solver.table.lookup(pos.board_hash(), h, 1).expect("a proof for any hand");
+            assert_eq!((found.pn, found.hand), (0, Hand::EMPTY));
+        }
+    }
+
+    #[test]
+    fn a_disproof_holds_for_more_of_the_kinds_held_not_for_new_kinds() {
+        // The gold on 5b blocks every check: a pawn drop gives none, and with more pawns there is
+        // still none, but a silver or gold in hand would give new drops.
+        let (solver, pos, outcome) = solved("4k4/4g4/9/9/9/9/9/9/4K4 b P2p 1");
+        assert_eq!(outcome, Outcome::NoMate);
+        let key = pos.board_hash();
+        for h in [Hand::EMPTY, hand(&[(PieceType::Pawn, 1)]), hand(&[(PieceType::Pawn, 3)])] {
+            assert_eq!(solver.table.lookup(key, h, 7).map(|f| f.dn), Some(0), "{h:?}");
+        }
+        assert_eq!(solver.table.lookup(key, hand(&[(PieceType::Pawn, 1), (PieceType::Silver, 1)]), 7), None);
+    }
+
+    #[test]
+    fn an_interposable_check_keeps_the_kinds_the_defender_lacks() {
+        // The rook checks from 5e: the defender could interpose, so with no gold in its hand the
+        // attacker must keep its gold; it has a pawn, so the attacker's pawns are not needed.
+        let pos = Position::from_sfen("4k4/9/9/9/4R4/9/9/9/4K4 w GPp 1").unwrap();
+        assert!(drops_can_interpose(&pos));
+        let pieces = and_proof_pieces(&pos, Color::Black, Hand::EMPTY);
+        assert_eq!(pieces, hand(&[(PieceType::Gold, 1)]));
+        // A contact check cannot be blocked: nothing is needed.
+        let pos = Position::from_sfen("4k4/4R4/9/9/9/9/9/9/4K4 w GPp 1").unwrap();
+        assert!(!drops_can_interpose(&pos));
+        assert_eq!(and_proof_pieces(&pos, Color::Black, Hand::EMPTY), Hand::EMPTY);
+    }
 }

@@ -1,5 +1,6 @@
 //! The df-pn transposition table: clusters of entries indexed by the board (without hands) and
-//! the node type, each entry holding the attacker's hand it was computed for. Hand dominance
+//! the node type, each entry holding an attacker's hand: the one an unsolved entry was computed
+//! for, a proof's proof pieces or a disproof's disproof pieces. Hand dominance
 //! makes one entry answer for many positions: a board proved with attacker hand H is proved for
 //! every hand holding at least H (the defender then has fewer pieces to drop, and the attacker's
 //! strategy still works); disproved with H, it is disproved for every hand holding at most H.
@@ -21,7 +22,9 @@ const CLUSTER: usize = 8;
 pub struct Entry {
     /// Board key with the node type mixed in.
     key: u64,
-    /// The attacker's hand the numbers hold for.
+    /// The attacker's hand the numbers hold for: for an unsolved entry the exact hand; for a proof
+    /// its proof pieces (the least hand the proof needs: it holds for every hand dominating it);
+    /// for a disproof its disproof pieces (it holds for every hand this one dominates).
     hand: Hand,
     pub pn: u32,
     pub dn: u32,
@@ -44,6 +47,8 @@ pub struct Found {
     /// See [`Entry::plies`].
     pub plies: u16,
     pub depth_limited: bool,
+    /// See [`Entry::hand`].
+    pub hand: Hand,
 }
 
 pub struct Table {
@@ -86,7 +91,7 @@ impl Table {
             if e.key != key || e.generation != self.generation {
                 continue;
             }
-            let found = Found { pn: e.pn, dn: e.dn, plies: e.plies, depth_limited: e.depth_limited };
+            let found = Found { pn: e.pn, dn: e.dn, plies: e.plies, depth_limited: e.depth_limited, hand: e.hand };
             if e.pn == 0 {
                 if hand.dominates(e.hand) && u32::from(e.plies) <= plies_left {
                     return Some(found);
@@ -102,15 +107,17 @@ impl Table {
         exact
     }
 
-    /// Stores a result for `key` and `hand` (replacing the exact entry, an empty or stale slot,
-    /// or the unsolved, then solved, entry with the least work below it).
+    /// Stores a result for `key` computed with attacker hand `hand`, keyed by `found.hand` (the
+    /// same hand for unsolved numbers, the proof or disproof pieces for a solved one). It replaces
+    /// the entry for either hand, an empty or stale slot, or the unsolved, then solved, entry with
+    /// the least work below it.
     pub fn store(&mut self, key: u64, hand: Hand, found: Found, amount: u32) {
         let generation = self.generation;
         let range = self.cluster(key);
         let cluster = &mut self.entries[range];
         let slot = cluster
             .iter()
-            .position(|e| e.key == key && e.hand == hand && e.generation == generation)
+            .position(|e| e.key == key && (e.hand == hand || e.hand == found.hand) && e.generation == generation)
             .or_else(|| cluster.iter().position(|e| e.generation != generation))
             .unwrap_or_else(|| {
                 let solved = |e: &Entry| e.pn == 0 || e.dn == 0;
@@ -118,7 +125,7 @@ impl Table {
             });
         cluster[slot] = Entry {
             key,
-            hand,
+            hand: found.hand,
             pn: found.pn,
             dn: found.dn,
             plies: found.plies,
@@ -144,7 +151,7 @@ mod tests {
     #[test]
     fn dominance_and_depth_decide_what_a_lookup_returns() {
         let mut t = Table::new(1);
-        let proof = Found { pn: 0, dn: INF, plies: 5, depth_limited: false };
+        let proof = Found { pn: 0, dn: INF, plies: 5, depth_limited: false, hand: hand(1, 0) };
         t.store(42, hand(1, 0), proof, 10);
         // A proof with one gold holds with more pieces, not with fewer, and only with 5 plies left.
         assert_eq!(t.lookup(42, hand(1, 3), 7), Some(proof));
@@ -152,16 +159,23 @@ mod tests {
         assert_eq!(t.lookup(42, hand(1, 0), 3), None);
         // A disproof with two golds holds with fewer pieces; a depth-limited one only for as
         // many plies or fewer.
-        let disproof = Found { pn: INF, dn: 0, plies: 9, depth_limited: true };
+        let disproof = Found { pn: INF, dn: 0, plies: 9, depth_limited: true, hand: hand(2, 0) };
         t.store(7, hand(2, 0), disproof, 10);
         assert_eq!(t.lookup(7, hand(1, 0), 9), Some(disproof));
         assert_eq!(t.lookup(7, hand(2, 1), 9), None);
         assert_eq!(t.lookup(7, hand(1, 0), 11), None);
         // Unsolved numbers only for the exact hand.
-        let open = Found { pn: 3, dn: 4, plies: 0, depth_limited: false };
+        let open = Found { pn: 3, dn: 4, plies: 0, depth_limited: false, hand: hand(1, 1) };
         t.store(9, hand(1, 1), open, 10);
         assert_eq!(t.lookup(9, hand(1, 1), 1), Some(open));
         assert_eq!(t.lookup(9, hand(1, 2), 1), None);
+        // A proof computed with a larger hand but keyed by its proof pieces replaces the open
+        // entry of that hand and answers for every hand holding the pieces.
+        let pieces = Found { pn: 0, dn: INF, plies: 3, depth_limited: false, hand: hand(0, 1) };
+        t.store(9, hand(1, 1), pieces, 20);
+        assert_eq!(t.lookup(9, hand(1, 1), 3), Some(pieces));
+        assert_eq!(t.lookup(9, hand(0, 1), 3), Some(pieces));
+        assert_eq!(t.lookup(9, hand(1, 0), 3), None);
         // A new search forgets everything.
         t.new_search();
         assert_eq!(t.lookup(42, hand(1, 3), 7), None);
@@ -171,8 +185,8 @@ mod tests {
     fn a_full_cluster_keeps_solved_and_costly_entries() {
         let mut t = Table::new(1);
         let clusters = t.mask + 1;
-        let open = Found { pn: 2, dn: 2, plies: 0, depth_limited: false };
-        let proof = Found { pn: 0, dn: INF, plies: 1, depth_limited: false };
+        let open = Found { pn: 2, dn: 2, plies: 0, depth_limited: false, hand: Hand::EMPTY };
+        let proof = Found { pn: 0, dn: INF, plies: 1, depth_limited: false, hand: Hand::EMPTY };
         // Keys that share cluster 3.
         let key = |i: usize| (3 + i * clusters) as u64;
         t.store(key(0), Hand::EMPTY, proof, 1);
