@@ -18,12 +18,20 @@ pub struct TimeControl {
 }
 
 impl TimeControl {
-    /// Checks that the control gives some time and does not mix byoyomi and increment.
+    /// Checks that the control gives some time, does not mix byoyomi and increment, and gives
+    /// main time with an increment.
     pub fn new(main: Duration, byoyomi: Duration, increment: Duration) -> Result<TimeControl, String> {
         if !byoyomi.is_zero() && !increment.is_zero() {
             return Err(format!(
                 "byoyomi ({}) and increment ({}) together: a time control has one or the other",
                 format_duration(byoyomi),
+                format_duration(increment)
+            ));
+        }
+        if main.is_zero() && !increment.is_zero() {
+            return Err(format!(
+                "an increment ({}) without main time: the increment comes after each move, so the first \
+                 move would have no time at all",
                 format_duration(increment)
             ));
         }
@@ -293,6 +301,7 @@ mod tests {
         }
         assert!(TimeControl::new(ms(1), ms(1), ms(1)).unwrap_err().contains("one or the other"));
         assert!(TimeControl::new(ms(0), ms(0), ms(0)).unwrap_err().contains("needs some"));
+        assert!(TimeControl::new(ms(0), ms(0), ms(500)).unwrap_err().contains("without main time"));
         assert_eq!(control(60_000, 1000, 0).to_string(), "60s + 1s byoyomi");
         assert_eq!(control(5000, 0, 0).to_string(), "5s sudden death");
     }

@@ -49,21 +49,29 @@ pub struct Pairing {
     pub state: MatchState,
 }
 
+/// A pairing that could not be played to its end (an engine that crashed, hung or would not
+/// start): its games finished before the failure are rated all the same.
+#[derive(Clone, Debug)]
+pub struct FailedPairing {
+    pub a: usize,
+    pub b: usize,
+    /// What went wrong, naming both players.
+    pub error: String,
+}
+
 #[derive(Clone, Debug)]
 pub struct Tournament {
     pub format: Format,
     pub players: Vec<String>,
-    /// The pairings played (all of them unless the tournament was cancelled).
+    /// The pairings played to their end (all of them unless one failed or the tournament was
+    /// cancelled).
     pub pairings: Vec<Pairing>,
+    /// The pairings that failed; the others were played all the same.
+    pub failed: Vec<FailedPairing>,
     /// Every player that played, strongest first, the first player at 0 Elo.
     pub ratings: Vec<Rating>,
-}
-
-impl Tournament {
-    /// Games played in all pairings.
-    pub fn games(&self) -> usize {
-        self.pairings.iter().map(|p| p.state.played).sum()
-    }
+    /// Games finished in all pairings, failed ones included.
+    pub games: usize,
 }
 
 /// The game as a rating outcome: Black's points against White.
@@ -79,8 +87,9 @@ fn outcome(g: &MatchGame, state: &MatchState) -> GameOutcome {
 
 /// Plays the pairings one after another, each with `config` (games per pairing, concurrency,
 /// openings, results file, records, cancel). `on_game` sees the pairing's index, each finished
-/// game and the pairing's running state. A pairing that fails (an engine that cannot play on)
-/// stops the tournament with an error naming it; its games so far stay in the results file.
+/// game and the pairing's running state. A pairing that fails (an engine that cannot play on) is
+/// recorded in [`Tournament::failed`] and the others are still played: its games so far stay in
+/// the results file and in the ratings. An error only when there are too few players.
 pub fn run_tournament(
     entrants: &[Entrant],
     format: Format,
@@ -92,24 +101,28 @@ pub fn run_tournament(
     }
     let cancelled = || config.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
     let mut outcomes = Vec::new();
-    let mut played = Vec::new();
+    let (mut played, mut failed) = (Vec::new(), Vec::new());
     for (k, (a, b)) in pairings(entrants.len(), format).into_iter().enumerate() {
         if cancelled() {
             break;
         }
         let (ea, eb) = (&entrants[a], &entrants[b]);
-        let state = run_match(ea.factory.clone(), eb.factory.clone(), config, &mut |g, s| {
+        let result = run_match(ea.factory.clone(), eb.factory.clone(), config, &mut |g, s| {
             outcomes.push(outcome(g, s));
             on_game(k, g, s);
-        })
-        .map_err(|e| format!("{} vs {}: {e}", ea.name, eb.name))?;
-        played.push(Pairing { a, b, state });
+        });
+        match result {
+            Ok(state) => played.push(Pairing { a, b, state }),
+            Err(e) => failed.push(FailedPairing { a, b, error: format!("{} vs {}: {e}", ea.name, eb.name) }),
+        }
     }
     Ok(Tournament {
         format,
         players: entrants.iter().map(|e| e.name.clone()).collect(),
         pairings: played,
+        failed,
         ratings: fit(&outcomes, &entrants[0].name),
+        games: outcomes.len(),
     })
 }
 

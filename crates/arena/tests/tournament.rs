@@ -58,7 +58,8 @@ done"#;
     let t =
         run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |k, _, s| seen.push((k, s.played))).unwrap();
     assert_eq!(seen, vec![(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)]);
-    assert_eq!(t.games(), 6);
+    assert_eq!(t.games, 6);
+    assert!(t.failed.is_empty());
     let pairs: Vec<(usize, usize)> = t.pairings.iter().map(|p| (p.a, p.b)).collect();
     assert_eq!(pairs, vec![(0, 1), (0, 2), (1, 2)]);
     // The sleepy engine answers 0.3 s into a 0.1 s sudden death: it loses every game on time.
@@ -78,4 +79,51 @@ done"#;
     assert_eq!(elo("greedy").elo, 0.0, "the first player is the anchor");
     assert!(elo("sleepy").elo < elo("random").elo.min(0.0) && elo("sleepy").margin.is_finite());
     assert!(t.ratings.iter().all(|r| r.games == 4.0));
+}
+
+/// A player that cannot start (an engine binary gone missing) fails its pairings; the other
+/// pairings are still played and rated, and the failures name both players.
+#[test]
+fn a_failed_pairing_is_reported_and_the_others_still_rated() {
+    let missing = UsiEngineConfig {
+        name: String::new(),
+        command: "/nonexistent/engine".into(),
+        args: vec![],
+        options: vec![],
+        limit: GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::ZERO, Duration::ZERO).unwrap()),
+        margin: Duration::from_millis(50),
+        startup_timeout: Duration::from_secs(5),
+    };
+    let entrants = vec![
+        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
+        entrant(
+            "missing",
+            Arc::new(move |_| UsiEngine::start(missing.clone()).map(|e| Box::new(e) as Box<dyn Player>)),
+        ),
+        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
+    ];
+    let match_config = MatchConfig {
+        games: 2,
+        concurrency: 1,
+        rules: GameRules { max_plies: 40, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: None,
+        records: None,
+        cancel: None,
+    };
+    let t = run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| {}).unwrap();
+    let failed: Vec<(usize, usize)> = t.failed.iter().map(|f| (f.a, f.b)).collect();
+    assert_eq!(failed, vec![(0, 1), (1, 2)]);
+    assert!(
+        t.failed.iter().all(|f| f.error.contains("missing") && f.error.contains("/nonexistent/engine")),
+        "{:?}",
+        t.failed
+    );
+    let played: Vec<(usize, usize)> = t.pairings.iter().map(|p| (p.a, p.b)).collect();
+    assert_eq!(played, vec![(0, 2)]);
+    assert_eq!(t.games, 2);
+    let rated: Vec<&str> = t.ratings.iter().map(|r| r.player.as_str()).collect();
+    assert_eq!(rated.len(), 2, "{rated:?}");
+    assert!(rated.contains(&"greedy") && rated.contains(&"random"));
 }

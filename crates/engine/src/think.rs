@@ -307,6 +307,9 @@ impl Job {
             stop: Some(&mate_stop),
         };
         let (answer, outcome) = std::thread::scope(|scope| {
+            // Stops the solver however this closure ends: a panic in the MCTS would otherwise
+            // leave the scope waiting for it.
+            let stop_solver = SetOnDrop(&mate_stop);
             let (root, found) = (&root, &found);
             let thread = std::thread::Builder::new().name("koma-usi-mate".into()).stack_size(MATE_STACK_BYTES);
             let solving = thread.spawn_scoped(scope, move || {
@@ -317,7 +320,7 @@ impl Job {
                 outcome
             });
             let answer = self.mcts(&mut pos, &net, budget, node_limit, &restrict, Some(found));
-            mate_stop.store(true, Ordering::Relaxed);
+            drop(stop_solver);
             // A thread that could not start or panicked found nothing.
             (answer, solving.ok().and_then(|h| h.join().ok()))
         });
@@ -380,7 +383,8 @@ impl Job {
             search: Mutex::new(search),
             evaluator: evaluator.as_ref(),
             root_ply: stats.root_ply,
-            node_cap: node_limit.map(|n| stats.base_visits as u64 + n),
+            // At least the root's evaluation: `go nodes 0` still plays the network's first choice.
+            node_cap: node_limit.map(|n| stats.base_visits as u64 + n.max(1)),
             in_flight: AtomicUsize::new(0),
             seldepth: AtomicUsize::new(0),
             halt: AtomicBool::new(false),
@@ -394,6 +398,9 @@ impl Job {
         let mut memory_warned = false;
 
         std::thread::scope(|scope| {
+            // However this closure ends (a panic included), the other threads finish the batch
+            // they have in flight (its leaves backed up), then end with the scope.
+            let _halt_helpers = SetOnDrop(&walker.halt);
             // The other search threads: each walks the shared tree with its own batch in flight
             // (while one waits for the network, the others select and back up).
             for t in 1..threads {
@@ -430,9 +437,10 @@ impl Job {
                     if !waiting {
                         done |= only_move;
                         if let Some(b) = budget {
-                            // The other threads' batches in flight finish before the answer: with
-                            // the network taken in turns, up to one batch time each.
-                            let margin = batch_time * threads as u32;
+                            // The other threads' batches in flight finish before the answer.
+                            // `batch_time` is measured from submission to results, so it already
+                            // includes the wait behind their batches: one more covers them.
+                            let margin = if threads > 1 { batch_time * 2 } else { batch_time };
                             done |= self.time_is_up(&search, b, margin, restrict, &stats);
                         }
                     }
@@ -474,9 +482,6 @@ impl Job {
                     last_info = Instant::now();
                 }
             }
-            // The other threads finish the batch they have in flight (its leaves backed up), then
-            // end with the scope.
-            walker.halt.store(true, Ordering::Relaxed);
         });
         stats.seldepth = walker.seldepth();
         let failure = walker.failure.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -485,7 +490,7 @@ impl Job {
             // Nothing guessed in the network's place: the move is decided by the visits made so
             // far (a resignation when there are none). The failed batch's leaves are still pending
             // in the tree: the next search starts anew.
-            self.out.warn(&format!("error: network evaluation failed: {e}"));
+            self.out.warn(&format!("error: {e}"));
             let answer_from_visits = search.root_visits() > 0;
             tree.reset = true;
             if !answer_from_visits {
@@ -646,7 +651,7 @@ struct Walker<'a> {
     halt: AtomicBool,
     /// A limit is reached while the search waits (pondering, `go infinite`): threads idle.
     pause: AtomicBool,
-    /// The first network failure; it halts every thread.
+    /// The first failure (a network error, a search thread's panic); it halts every thread.
     failure: Mutex<Option<String>>,
 }
 
@@ -722,15 +727,27 @@ impl<'a> Walker<'a> {
                 Some(BatchDone { resolved, evaluated: Some(evaluated) })
             }
             Err(e) => {
-                self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.to_string());
+                self.failure
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert(format!("network evaluation failed: {e}"));
                 self.halt.store(true, Ordering::Relaxed);
                 None
             }
         }
     }
 
-    /// A search thread besides the one that decides when to stop: batches until halted.
-    fn run_helper(&self, mut root: Position, batch: usize) {
+    /// A search thread besides the one that decides when to stop: batches until halted. A panic
+    /// is recorded as a failure and halts the search, like a network error (its leaves stay
+    /// pending in the tree, so a node limit could otherwise never be reached).
+    fn run_helper(&self, root: Position, batch: usize) {
+        if catch_unwind(AssertUnwindSafe(|| self.helper_loop(root, batch))).is_err() {
+            self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert("a search thread panicked".into());
+            self.halt.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn helper_loop(&self, mut root: Position, batch: usize) {
         while !self.halted() {
             if self.pause.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -742,6 +759,15 @@ impl<'a> Walker<'a> {
                 None => return,
             }
         }
+    }
+}
+
+/// Sets its flag when dropped, unwinding included.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

@@ -551,6 +551,92 @@ fn plays_with_a_real_network() {
     assert!(!e.log.iter().any(|l| l.contains("abandoned")), "{:?}", e.log);
 }
 
+/// A network that takes its time, so that several search threads have batches in flight at once.
+struct Slow;
+
+impl Evaluator for Slow {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        std::thread::sleep(Duration::from_millis(5));
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+/// A network whose `at`-th call panics (a bug in an evaluator, a libtorch abort turned panic).
+struct PanicsAt {
+    calls: AtomicUsize,
+    at: usize,
+}
+
+impl Evaluator for PanicsAt {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 == self.at {
+            panic!("evaluator bug");
+        }
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+fn engine_with(evaluator: Arc<dyn Evaluator>, threads: usize) -> Harness {
+    let mut config = EngineConfig::new(Options::default());
+    config.loader = Arc::new(move |_key| {
+        Ok(LoadedNet { evaluator: Arc::clone(&evaluator), description: "test".into(), cuda: false })
+    });
+    let mut e = Harness::with_config(config);
+    e.send("setoption name Model value test");
+    e.send(&format!("setoption name SearchThreads value {threads}"));
+    e.send("setoption name BatchSize value 4");
+    e.send("setoption name MateSearchPlies value 0");
+    e.ready();
+    e
+}
+
+#[test]
+fn node_limits_are_exact_with_several_search_threads() {
+    for threads in [1, 4] {
+        let mut e = engine_with(Arc::new(Slow), threads);
+        // Positions of their own, so that no tree is reused.
+        for (moves, limit) in [("7g7f", 50u64), ("2g2f", 37), ("5g5f", 1)] {
+            e.send(&format!("position startpos moves {moves}"));
+            e.send(&format!("go nodes {limit}"));
+            let (best, info) = e.bestmove(SHORT);
+            assert_legal(&parse_position(&format!("startpos moves {moves}")).unwrap(), &best);
+            let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+            assert_eq!(nodes, limit, "{threads} threads, go nodes {limit}");
+        }
+        // `go nodes 0` still asks the network once (the root), and plays a legal move.
+        e.send("position startpos moves 1g1f");
+        e.send("go nodes 0");
+        let (best, info) = e.bestmove(SHORT);
+        assert_legal(&parse_position("startpos moves 1g1f").unwrap(), &best);
+        let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+        assert_eq!(nodes, 1, "{threads} threads, go nodes 0");
+    }
+}
+
+#[test]
+fn a_panicking_network_ends_the_search_with_an_answer_and_the_engine_goes_on() {
+    for threads in [1, 4] {
+        // Early (the root's batch, on the deciding thread) and late (any thread's batch).
+        for at in [1, 7] {
+            let mut e = engine_with(Arc::new(PanicsAt { calls: AtomicUsize::new(0), at }), threads);
+            e.send("position startpos");
+            e.send("go nodes 400");
+            let (best, _) = e.bestmove(SHORT);
+            assert!(
+                best == "bestmove resign" || best_of(&best).is_some_and(|m| Position::startpos().is_legal(m)),
+                "{threads} threads, panic at call {at}: {best}"
+            );
+            // The next search works (from a fresh tree) and keeps its limit.
+            e.send("position startpos moves 7g7f");
+            e.send("go nodes 30");
+            let (best, info) = e.bestmove(SHORT);
+            assert_legal(&parse_position("startpos moves 7g7f").unwrap(), &best);
+            let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+            assert_eq!(nodes, 30, "{threads} threads, panic at call {at}");
+        }
+    }
+}
+
 /// Every test of this file again with four search threads sharing the tree (the test binary
 /// re-runs itself with `KOMA_TEST_SEARCH_THREADS=4`): stop, ponder, ponderhit, quit, a second
 /// `go`, a failing network and the limits must behave the same as with one.

@@ -69,12 +69,12 @@ impl Position {
         let checkers = self.checkers();
         self.generate_king_moves(list);
         if checkers.is_empty() {
-            self.generate_piece_moves(list, !self.pieces_of(us));
+            self.generate_piece_moves(list, !self.pieces_of(us), Bitboard::ALL);
             self.generate_drops(list, !self.occupied());
         } else if !checkers.more_than_one() {
             let checker = checkers.first().expect("one checker");
             let block = between(self.king_square(us), checker);
-            self.generate_piece_moves(list, block.with(checker));
+            self.generate_piece_moves(list, block.with(checker), Bitboard::ALL);
             self.generate_drops(list, block);
         }
     }
@@ -101,16 +101,16 @@ impl Position {
         }
     }
 
-    /// Moves of every piece but the king onto `target` squares, respecting pins.
-    fn generate_piece_moves(&self, list: &mut MoveList, target: Bitboard) {
+    /// Moves of every piece but the king among `movers` onto `target` squares, respecting pins.
+    fn generate_piece_moves(&self, list: &mut MoveList, target: Bitboard, movers: Bitboard) {
         let us = self.side_to_move();
         let ksq = self.king_square(us);
         let occ = self.occupied();
         let pinned = self.pinned();
-        let own = self.pieces_of(us);
+        let own = self.pieces_of(us) & movers;
 
         // Pawns: unpinned ones all at once by shifting the set one rank forward.
-        let pawns = self.pieces(us, PieceType::Pawn);
+        let pawns = self.pieces(us, PieceType::Pawn) & movers;
         let free = (pawns & !pinned).0;
         let pushed = Bitboard(if us == Color::Black { free >> 1 } else { free << 1 }) & target;
         for to in pushed {
@@ -135,14 +135,20 @@ impl Position {
                 }
             }
         };
-        each(PieceType::Lance, self.pieces(us, PieceType::Lance), &|from| attacks::lance_attacks(us, from, occ));
-        each(PieceType::Knight, self.pieces(us, PieceType::Knight), &|from| attacks::knight_attacks(us, from));
-        each(PieceType::Silver, self.pieces(us, PieceType::Silver), &|from| attacks::silver_attacks(us, from));
+        each(PieceType::Lance, self.pieces(us, PieceType::Lance) & movers, &|from| {
+            attacks::lance_attacks(us, from, occ)
+        });
+        each(PieceType::Knight, self.pieces(us, PieceType::Knight) & movers, &|from| attacks::knight_attacks(us, from));
+        each(PieceType::Silver, self.pieces(us, PieceType::Silver) & movers, &|from| attacks::silver_attacks(us, from));
         each(PieceType::Gold, self.gold_movers() & own, &|from| attacks::gold_attacks(us, from));
-        each(PieceType::Bishop, self.pieces(us, PieceType::Bishop), &|from| attacks::bishop_attacks(from, occ));
-        each(PieceType::Rook, self.pieces(us, PieceType::Rook), &|from| attacks::rook_attacks(from, occ));
-        each(PieceType::Horse, self.pieces(us, PieceType::Horse), &|from| attacks::horse_attacks(from, occ));
-        each(PieceType::Dragon, self.pieces(us, PieceType::Dragon), &|from| attacks::dragon_attacks(from, occ));
+        each(PieceType::Bishop, self.pieces(us, PieceType::Bishop) & movers, &|from| {
+            attacks::bishop_attacks(from, occ)
+        });
+        each(PieceType::Rook, self.pieces(us, PieceType::Rook) & movers, &|from| attacks::rook_attacks(from, occ));
+        each(PieceType::Horse, self.pieces(us, PieceType::Horse) & movers, &|from| attacks::horse_attacks(from, occ));
+        each(PieceType::Dragon, self.pieces(us, PieceType::Dragon) & movers, &|from| {
+            attacks::dragon_attacks(from, occ)
+        });
     }
 
     /// Drops from hand onto `target` (empty) squares.
@@ -193,8 +199,36 @@ impl Position {
     }
 
     /// Legal moves of the side to move that give check.
+    ///
+    /// Out of check, only moves that could check are generated: board moves and drops onto a
+    /// square from which some piece attacks the enemy king (a superset of each kind's checking
+    /// squares), and every move of the pieces that can uncover a check. Each is then tested with
+    /// `gives_check`. A slider that moves along its line to the king away from it cannot land on a
+    /// checking square it did not already check from, so the king's lines through the current
+    /// board bound the direct checks. In check (rare for the attacker), the evasions are
+    /// filtered.
     pub fn checking_moves(&self) -> Vec<Move> {
-        self.legal_moves().iter().copied().filter(|&m| self.gives_check(m)).collect()
+        let discoverers = self.discovered_check_candidates();
+        let mut list = MoveList::new();
+        if self.in_check() {
+            self.generate_legal(&mut list);
+        } else {
+            let us = self.side_to_move();
+            let eksq = self.king_square(!us);
+            let occ = self.occupied();
+            let near = attacks::king_attacks(eksq)
+                | attacks::knight_attacks(!us, eksq)
+                | attacks::rook_attacks(eksq, occ)
+                | attacks::bishop_attacks(eksq, occ);
+            self.generate_piece_moves(&mut list, near & !self.pieces_of(us), Bitboard::ALL);
+            // Moves that uncover a check from squares that do not check directly.
+            self.generate_piece_moves(&mut list, !near & !self.pieces_of(us), discoverers);
+            if discoverers.contains(self.king_square(us)) {
+                self.generate_king_moves(&mut list);
+            }
+            self.generate_drops(&mut list, near & !occ);
+        }
+        list.iter().copied().filter(|&m| self.gives_check_with(m, discoverers)).collect()
     }
 
     /// A move that checkmates at once, if the side to move has one (pawn-drop mates are illegal

@@ -269,7 +269,7 @@ impl Position {
 
     /// Our pieces that block one of our sliders' lines to the enemy king: moving one off that line
     /// gives a discovered check.
-    fn discovered_check_candidates(&self) -> Bitboard {
+    pub(crate) fn discovered_check_candidates(&self) -> Bitboard {
         let us = self.side_to_move;
         let them = !us;
         let ksq = self.king_square(them);
@@ -531,6 +531,11 @@ impl Position {
 
     /// Whether a legal move gives check (directly or by discovery).
     pub fn gives_check(&self, m: Move) -> bool {
+        self.gives_check_with(m, self.discovered_check_candidates())
+    }
+
+    /// [`Position::gives_check`] with the discovered-check candidates computed once for many moves.
+    pub(crate) fn gives_check_with(&self, m: Move, discoverers: Bitboard) -> bool {
         let us = self.side_to_move;
         let them = !us;
         let eksq = self.king_square(them);
@@ -546,7 +551,7 @@ impl Position {
         if attacks::attacks(us, pt, to, occ_after).contains(eksq) {
             return true;
         }
-        self.discovered_check_candidates().contains(from) && !attacks::aligned(eksq, from, to)
+        discoverers.contains(from) && !attacks::aligned(eksq, from, to)
     }
 }
 

@@ -85,6 +85,21 @@ fn check_position(pos: &mut Position, rng: &mut Rng) {
         assert_eq!(*pos, before, "undo of {m} in {sfen}");
         assert_eq!(pos.hash(), before.hash(), "hash after undo of {m} in {sfen}");
     }
+    // The check generator gives exactly the legal moves after which the opponent is in check.
+    let mut checks = pos.checking_moves();
+    let mut expected: Vec<Move> = moves
+        .iter()
+        .copied()
+        .filter(|&m| {
+            pos.do_move(m);
+            let check = pos.in_check();
+            pos.undo_move();
+            check
+        })
+        .collect();
+    checks.sort();
+    expected.sort();
+    assert_eq!(checks, expected, "checking_moves in {sfen}");
     // Random move codes: is_legal must agree with membership in the generated list.
     for _ in 0..64 {
         if let Some(m) = Move::from_u16(rng.next() as u16) {

@@ -391,16 +391,16 @@ fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchCon
     })
     .map_err(anyhow::Error::msg)?;
     bar.finish_and_clear();
-    interrupted_note(tournament.games());
+    interrupted_note(tournament.games);
     if args.json {
         println!("{}", tournament_json(&tournament, args));
-        return Ok(());
+        return failed_pairings(&tournament);
     }
     println!(
         "{} of {} players: {} games ({per_pairing} per pairing), Elo relative to {}",
         format.name(),
         tournament.players.len(),
-        tournament.games(),
+        tournament.games,
         tournament.players[0]
     );
     let width = tournament.players.iter().map(|p| p.chars().count()).max().unwrap_or(6).max(6);
@@ -422,7 +422,21 @@ fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchCon
         println!("{} vs {}: +{} ={} -{}, score {:.3}{elo}", s.a_name, s.b_name, s.wins, s.draws, s.losses, s.score());
     }
     println!("results appended to {}, games saved under {}", args.results.display(), args.records.display());
-    Ok(())
+    failed_pairings(&tournament)
+}
+
+/// After the results of the rest: an error naming every pairing that failed.
+fn failed_pairings(tournament: &Tournament) -> Result<()> {
+    if tournament.failed.is_empty() {
+        return Ok(());
+    }
+    let errors: Vec<&str> = tournament.failed.iter().map(|f| f.error.as_str()).collect();
+    bail!(
+        "{} of {} pairings failed (their finished games are rated above): {}",
+        tournament.failed.len(),
+        tournament.failed.len() + tournament.pairings.len(),
+        errors.join("; ")
+    )
 }
 
 /// The round robin or gauntlet for scripts (schema in docs/arena.md).
@@ -463,9 +477,14 @@ fn tournament_json(t: &Tournament, args: &Args) -> serde_json::Value {
     serde_json::json!({
         "format": t.format.name(),
         "anchor": t.players[0],
-        "games": t.games(),
+        "games": t.games,
         "players": players,
         "pairs": pairs,
+        "failed": t
+            .failed
+            .iter()
+            .map(|f| serde_json::json!({ "a": t.players[f.a], "b": t.players[f.b], "error": f.error }))
+            .collect::<Vec<_>>(),
         "results": args.results,
         "records": args.records,
     })
