@@ -171,6 +171,7 @@ def test_bad_player_specs_get_clear_errors(koma_bin, tmp_path):
         (["--player", "random", "--player", "greedy", "--player", "greedy"], "--round-robin or --gauntlet"),
         (["--player", "random", "--player", "greedy", "--byoyomi", "1s", "--increment", "1s"], "one or the other"),
         (["--player", "random", "--player", "greedy", "--main-time", "ten"], "--main-time"),
+        (["--player", "random", "--player", "greedy", "--increment", "2s"], "without main time"),
     ]:
         out = subprocess.run([koma_bin, "arena", *args, "--results", str(tmp_path / "r.jsonl")],
                              capture_output=True, text=True)

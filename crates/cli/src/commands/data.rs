@@ -264,17 +264,10 @@ fn run_export(args: ExportArgs) -> Result<()> {
     if args.to == "hcpe3" {
         return run_export_hcpe3(args, &shards);
     }
-    let progress = bar(shards.len() as u64, "{bar:30} {pos}/{len} shards  {msg}");
-    let mut samples = 0usize;
-    let summary = import::export_hcpe(&shards, &args.out, args.eval_scale, &mut |n| {
-        samples += n;
-        progress.inc(1);
-        progress.set_message(format!("{samples} samples"));
+    let summary = with_shard_progress(shards.len(), |on_shard| {
+        import::export_hcpe(&shards, &args.out, args.eval_scale, on_shard)
     })?;
-    progress.finish_and_clear();
-    for p in &summary.problems {
-        eprintln!("koma: warning: {p}");
-    }
+    warn_problems(&summary.problems);
     if args.json {
         let report = serde_json::json!({
             "out": args.out,
@@ -294,18 +287,33 @@ fn run_export(args: ExportArgs) -> Result<()> {
     Ok(())
 }
 
-fn run_export_hcpe3(args: ExportArgs, shards: &[PathBuf]) -> Result<()> {
-    let progress = bar(shards.len() as u64, "{bar:30} {pos}/{len} shards  {msg}");
+/// Runs an export with a progress bar over the shards and the running count of samples.
+fn with_shard_progress<S, E>(
+    shards: usize,
+    export: impl FnOnce(&mut dyn FnMut(usize)) -> std::result::Result<S, E>,
+) -> std::result::Result<S, E> {
+    let progress = bar(shards as u64, "{bar:30} {pos}/{len} shards  {msg}");
     let mut samples = 0usize;
-    let summary = import::export_hcpe3(shards, &args.out, args.eval_scale, &mut |n| {
+    let summary = export(&mut |n| {
         samples += n;
         progress.inc(1);
         progress.set_message(format!("{samples} samples"));
-    })?;
+    });
     progress.finish_and_clear();
-    for p in &summary.problems {
+    summary
+}
+
+fn warn_problems(problems: &[String]) {
+    for p in problems {
         eprintln!("koma: warning: {p}");
     }
+}
+
+fn run_export_hcpe3(args: ExportArgs, shards: &[PathBuf]) -> Result<()> {
+    let summary = with_shard_progress(shards.len(), |on_shard| {
+        import::export_hcpe3(shards, &args.out, args.eval_scale, on_shard)
+    })?;
+    warn_problems(&summary.problems);
     if args.json {
         let report = serde_json::json!({
             "out": args.out,
