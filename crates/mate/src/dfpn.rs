@@ -289,18 +289,19 @@ impl Search<'_, '_, '_> {
                 return v;
             }
         }
-        // Evasions are looked at for a mate in one until the first that has none.
-        let mut all_mated = !or && plies_left >= 2;
+        // Every new evasion is looked at for a mate in one.
+        let look_ahead = !or && plies_left >= 2;
         let mut kids: Vec<Child> = moves
             .iter()
             .map(|&mv| {
                 pos.do_move(mv);
                 let mut value = self.probe(pos, !or, plies_left - 1);
-                if all_mated && value.pn == 1 && value.dn == 1 {
-                    // A new evasion: look for the attacker's mate in one behind it now (as
-                    // cshogi's df-pn does), so that an AND node whose evasions all lose at once
-                    // is proved without a descent into each. After the first evasion without
-                    // one the AND node is not proved at once, and the rest wait for a descent.
+                if look_ahead && value.pn == 1 && value.dn == 1 {
+                    // A new evasion: look for the attacker's mate in one behind it now, so that
+                    // an AND node whose evasions all lose at once is proved without a descent
+                    // into each, and no proved evasion is descended into. (Stopping at the first
+                    // evasion without one is cheaper but proves fewer mates at equal node
+                    // limits: docs/mate.md.)
                     let (child_key, child_hand) = (self.key(pos, true), pos.hand(self.attacker));
                     if self.table.lookup(child_key, child_hand, plies_left - 1).is_none() {
                         let checks = node_moves(pos, true);
@@ -318,7 +319,6 @@ impl Search<'_, '_, '_> {
                         }
                     }
                 }
-                all_mated &= value.pn == 0;
                 pos.undo_move();
                 Child { mv, value }
             })
@@ -365,6 +365,9 @@ impl Search<'_, '_, '_> {
     /// at once.
     fn mate_in_one(&mut self, pos: &mut Position, moves: &[Move], key: u64, hand: Hand) -> Option<Value> {
         for &m in moves {
+            if pos.king_escapes_after(m) {
+                continue;
+            }
             pos.do_move(m);
             let mated = (!pos.has_legal_move()).then(|| and_proof_pieces(pos, self.attacker, Hand::EMPTY));
             pos.undo_move();

@@ -236,6 +236,9 @@ impl Position {
     pub fn mate_in_one(&mut self) -> Option<Move> {
         let candidates = self.checking_moves();
         for m in candidates {
+            if self.king_escapes_after(m) {
+                continue;
+            }
             self.do_move(m);
             let mated = !self.has_legal_move();
             self.undo_move();
@@ -253,6 +256,9 @@ impl Position {
     pub fn mate_in_three(&mut self, max_positions: u32) -> Option<Move> {
         let checks = self.checking_moves();
         for &m in &checks {
+            if self.king_escapes_after(m) {
+                continue;
+            }
             self.do_move(m);
             let mated = !self.has_legal_move();
             self.undo_move();

@@ -534,6 +534,33 @@ impl Position {
         self.gives_check_with(m, self.discovered_check_candidates())
     }
 
+    /// Whether the enemy king would have a legal move after the legal move `m`: a square next to
+    /// it, not held by its own pieces, that no piece of ours attacks once `m` is played (the king
+    /// itself taken off the board, so that it cannot hide behind itself from a slider). Exactly
+    /// "the king can move" after `m`, without playing it: the mate-in-one searches' cheap filter,
+    /// since a check the king can step out of is no mate.
+    pub fn king_escapes_after(&self, m: Move) -> bool {
+        let us = self.side_to_move;
+        let them = !us;
+        let eksq = self.king_square(them);
+        let to = m.to();
+        let (occ, moved, pt) = match m.drop_piece_type() {
+            Some(pt) => (self.occupied().with(to), Bitboard::EMPTY, pt),
+            None => {
+                let from = m.from();
+                let piece = self.board[from.index()].expect("king_escapes_after: no piece on the origin square");
+                let pt = if m.is_promotion() { piece.piece_type().promote() } else { piece.piece_type() };
+                (self.occupied().without(from).with(to), Bitboard::from_square(from), pt)
+            }
+        };
+        let occ = occ.without(eksq);
+        let theirs = self.by_color[them.index()].without(to);
+        let from_moved_piece = attacks::attacks(us, pt, to, occ);
+        (attacks::king_attacks(eksq) & !theirs)
+            .into_iter()
+            .any(|sq| !from_moved_piece.contains(sq) && (self.attackers_to(us, sq, occ) & !moved).is_empty())
+    }
+
     /// [`Position::gives_check`] with the discovered-check candidates computed once for many moves.
     pub(crate) fn gives_check_with(&self, m: Move, discoverers: Bitboard) -> bool {
         let us = self.side_to_move;

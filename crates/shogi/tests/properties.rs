@@ -100,6 +100,15 @@ fn check_position(pos: &mut Position, rng: &mut Rng) {
     checks.sort();
     expected.sort();
     assert_eq!(checks, expected, "checking_moves in {sfen}");
+    // The mate-in-one filter: exactly whether the checked king has a move of its own.
+    for &m in &checks {
+        let escapes = pos.king_escapes_after(m);
+        pos.do_move(m);
+        let ksq = pos.king_square(pos.side_to_move());
+        let king_moves = pos.legal_moves().iter().any(|r| !r.is_drop() && r.from() == ksq);
+        pos.undo_move();
+        assert_eq!(escapes, king_moves, "king_escapes_after({m}) in {sfen}");
+    }
     // Random move codes: is_legal must agree with membership in the generated list.
     for _ in 0..64 {
         if let Some(m) = Move::from_u16(rng.next() as u16) {
