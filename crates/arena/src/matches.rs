@@ -188,21 +188,47 @@ fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
     })
 }
 
+/// Why a match stopped before its end.
+#[derive(Clone, Debug)]
+pub struct MatchError {
+    pub message: String,
+    /// The results file could not be opened or written: every later match would lose its games
+    /// alike, so a tournament stops (a player's failure only ends its own pairing).
+    pub results_lost: bool,
+}
+
+impl MatchError {
+    fn player(message: String) -> MatchError {
+        MatchError { message, results_lost: false }
+    }
+}
+
+impl std::fmt::Display for MatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Plays the match. `on_game` sees every finished game and the running state.
 pub fn run_match(
     a: PlayerFactory,
     b: PlayerFactory,
     config: &MatchConfig,
     on_game: &mut dyn FnMut(&MatchGame, &MatchState),
-) -> Result<MatchState, String> {
-    let probe_a = a(0)?;
-    let probe_b = b(0)?;
+) -> Result<MatchState, MatchError> {
+    let probe_a = a(0).map_err(MatchError::player)?;
+    let probe_b = b(0).map_err(MatchError::player)?;
     let mut state = MatchState { a_name: probe_a.name(), b_name: probe_b.name(), ..MatchState::default() };
     drop((probe_a, probe_b));
     let pairs = config.games.div_ceil(2).max(1);
     state.planned = pairs * 2;
     let openings = if config.openings.is_empty() { vec![Position::startpos()] } else { config.openings.clone() };
-    let mut results_file = config.results.as_deref().map(open_results).transpose()?;
+    let mut results_file = config
+        .results
+        .as_deref()
+        .map(open_results)
+        .transpose()
+        .map_err(|message| MatchError { message, results_lost: true })?;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let not_cancelled = AtomicBool::new(false);
@@ -257,7 +283,7 @@ pub fn run_match(
                 Ok(g) => g,
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(e);
+                    failure.get_or_insert(MatchError::player(e));
                     continue;
                 }
             };
@@ -294,7 +320,7 @@ pub fn run_match(
                 let mut line = result_line(&g, &state.a_name, &state.b_name).to_string();
                 line.push('\n');
                 if let Err(e) = file.write_all(line.as_bytes()) {
-                    failure.get_or_insert(format!("writing results: {e}"));
+                    failure.get_or_insert(MatchError { message: format!("writing results: {e}"), results_lost: true });
                     stop.store(true, Ordering::Relaxed);
                 }
             }
@@ -311,7 +337,7 @@ pub fn run_match(
     match failure {
         Some(e) if state.played == 0 => Err(e),
         // The games played stay in the results file; the match itself failed.
-        Some(e) => Err(format!("{e} (the match stopped after {} games)", state.played)),
+        Some(e) => Err(MatchError { message: format!("{e} (the match stopped after {} games)", state.played), ..e }),
         None => Ok(state),
     }
 }

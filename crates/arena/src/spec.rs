@@ -30,6 +30,9 @@ pub struct PlayerSpec {
     pub options: Vec<(String, String)>,
     /// The player's own time control, over the match's.
     pub time: Option<TimeControl>,
+    /// The folder a USI engine starts in (a player file's `dir`), for engines that read their
+    /// evaluation files or books relative to it; koma's own folder when None.
+    pub dir: Option<PathBuf>,
 }
 
 impl PlayerSpec {
@@ -48,7 +51,7 @@ impl PlayerSpec {
 /// Reads one `--player` value: `usi:…`, `file:PATH`, `PATH.toml`, or anything else as a built-in
 /// player or checkpoint.
 pub fn parse_player(text: &str) -> Result<PlayerSpec, String> {
-    let spec = |kind| PlayerSpec { kind, name: None, options: Vec::new(), time: None };
+    let spec = |kind| PlayerSpec { kind, name: None, options: Vec::new(), time: None, dir: None };
     if let Some(command) = text.strip_prefix("usi:") {
         // A whole existing path is the program, spaces and all; otherwise words, quoted as in a
         // shell (but never given to one).
@@ -151,6 +154,7 @@ struct PlayerFile {
     main_time: Option<String>,
     byoyomi: Option<String>,
     increment: Option<String>,
+    dir: Option<String>,
 }
 
 /// Reads a player file; every error names the file (and, for TOML syntax, the line).
@@ -160,6 +164,7 @@ struct PlayerFile {
 /// path = "engines/YaneuraOu"        # relative to this file's folder when it has a folder part
 /// args = []
 /// options = { Threads = 1, USI_Hash = 64, EvalDir = "eval dir" }
+/// dir = "engines"                   # the folder it starts in (relative to this file's folder)
 /// main_time = "60s"                 # with byoyomi = "1s" or increment = "2s", or alone
 /// byoyomi = "1s"
 /// ```
@@ -178,8 +183,8 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
             PlayerKind::Engine { path: resolved, args: file.args }
         }
         (None, Some(player)) => {
-            if !file.args.is_empty() || !file.options.is_empty() {
-                return Err(failed(format!("args and options are for USI engines (path = …), not {player:?}")));
+            if !file.args.is_empty() || !file.options.is_empty() || file.dir.is_some() {
+                return Err(failed(format!("args, options and dir are for USI engines (path = …), not {player:?}")));
             }
             PlayerKind::Builtin(player)
         }
@@ -221,7 +226,11 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
     if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
         return Err(failed("name is empty".into()));
     }
-    Ok(PlayerSpec { kind, name: file.name, options, time })
+    let dir = file.dir.map(|d| match path.parent() {
+        Some(folder) if Path::new(&d).is_relative() => folder.join(d),
+        _ => PathBuf::from(d),
+    });
+    Ok(PlayerSpec { kind, name: file.name, options, time, dir })
 }
 
 #[cfg(test)]
@@ -283,6 +292,9 @@ mod tests {
         let options: Vec<(&str, &str)> = spec.options.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
         assert_eq!(options, [("EvalDir", "e v"), ("Ponder", "false"), ("Threads", "1"), ("USI_Hash", "64")]);
         assert_eq!(spec.time.unwrap().to_string(), "60s + 1s byoyomi");
+        assert_eq!(spec.dir, None);
+        let with_dir = parse_player(&write("d.toml", "path = \"/opt/e\"\ndir = \"engines/x\"\n").display().to_string());
+        assert_eq!(with_dir.unwrap().dir, Some(dir.path().join("engines/x")));
         let builtin = parse_player(&write("m.toml", "player = \"greedy\"\nmain_time = \"5s\"\n").display().to_string());
         assert_eq!(builtin.unwrap().kind, PlayerKind::Builtin("greedy".into()));
         for (text, words) in [
@@ -291,6 +303,7 @@ mod tests {
             ("path = \"e\"\nmain_time = \"ten\"\n", "main_time"),
             ("path = \"e\"\nbyoyomi = \"1s\"\nincrement = \"1s\"\n", "one or the other"),
             ("player = \"random\"\noptions = { Threads = 1 }\n", "for USI engines"),
+            ("player = \"random\"\ndir = \"x\"\n", "for USI engines"),
             ("path = \"e\"\nplayer = \"random\"\n", "not both"),
             ("name = \"x\"\n", "needs path"),
             ("path = \"e\n", "line 1"),

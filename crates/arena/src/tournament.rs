@@ -57,6 +57,8 @@ pub struct FailedPairing {
     pub b: usize,
     /// What went wrong, naming both players.
     pub error: String,
+    /// The games it finished before the failure, from `a`'s side (None when it finished none).
+    pub state: Option<MatchState>,
 }
 
 #[derive(Clone, Debug)]
@@ -68,8 +70,11 @@ pub struct Tournament {
     pub pairings: Vec<Pairing>,
     /// The pairings that failed; the others were played all the same.
     pub failed: Vec<FailedPairing>,
-    /// Every player that played, strongest first, the first player at 0 Elo.
+    /// Every player that played, strongest first, the anchor at 0 Elo.
     pub ratings: Vec<Rating>,
+    /// The player at 0 Elo: the first player, or when it finished no game (its engine would not
+    /// start) the first one that did; None when no game was finished.
+    pub anchor: Option<String>,
     /// Games finished in all pairings, failed ones included.
     pub games: usize,
 }
@@ -89,7 +94,8 @@ fn outcome(g: &MatchGame, state: &MatchState) -> GameOutcome {
 /// openings, results file, records, cancel). `on_game` sees the pairing's index, each finished
 /// game and the pairing's running state. A pairing that fails (an engine that cannot play on) is
 /// recorded in [`Tournament::failed`] and the others are still played: its games so far stay in
-/// the results file and in the ratings. An error only when there are too few players.
+/// the results file and in the ratings. An error when there are too few players, or when the
+/// results file cannot be written (every later pairing would lose its games alike).
 pub fn run_tournament(
     entrants: &[Entrant],
     format: Format,
@@ -107,21 +113,34 @@ pub fn run_tournament(
             break;
         }
         let (ea, eb) = (&entrants[a], &entrants[b]);
+        let mut last = None;
         let result = run_match(ea.factory.clone(), eb.factory.clone(), config, &mut |g, s| {
             outcomes.push(outcome(g, s));
+            last = Some(s.clone());
             on_game(k, g, s);
         });
         match result {
             Ok(state) => played.push(Pairing { a, b, state }),
-            Err(e) => failed.push(FailedPairing { a, b, error: format!("{} vs {}: {e}", ea.name, eb.name) }),
+            Err(e) if e.results_lost => return Err(format!("{} vs {}: {e}", ea.name, eb.name)),
+            Err(e) => {
+                failed.push(FailedPairing { a, b, error: format!("{} vs {}: {e}", ea.name, eb.name), state: last })
+            }
         }
     }
+    let ratings = fit(&outcomes, &entrants[0].name);
+    // `fit` anchors on the first player when it played, else on the first player it met.
+    let anchor = ratings
+        .iter()
+        .find(|r| r.player == entrants[0].name)
+        .or_else(|| ratings.iter().find(|r| r.elo == 0.0))
+        .map(|r| r.player.clone());
     Ok(Tournament {
         format,
         players: entrants.iter().map(|e| e.name.clone()).collect(),
         pairings: played,
         failed,
-        ratings: fit(&outcomes, &entrants[0].name),
+        ratings,
+        anchor,
         games: outcomes.len(),
     })
 }

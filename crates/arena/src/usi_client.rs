@@ -6,6 +6,7 @@
 //! restarted, stops the match rather than handing its opponent a win every game.
 
 use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -50,6 +51,8 @@ pub struct UsiEngineConfig {
     pub margin: Duration,
     /// Limit for `usiok` / `readyok` (loading a network can take a while).
     pub startup_timeout: Duration,
+    /// The folder the engine starts in; koma's own when None.
+    pub working_dir: Option<PathBuf>,
 }
 
 /// A running engine process: its stdin, and its stdout lines as read by a thread of their own.
@@ -61,7 +64,21 @@ struct Process {
 
 impl Process {
     fn spawn(config: &UsiEngineConfig) -> Result<Process, String> {
-        let mut child = Command::new(&config.command)
+        let mut command = Command::new(&config.command);
+        if let Some(dir) = &config.working_dir {
+            if !dir.is_dir() {
+                return Err(format!("USI engine {:?}: its folder {} is not a folder", config.command, dir.display()));
+            }
+            // A relative program path means the same program as without `dir` (Unix resolves it
+            // after changing folder).
+            let program = Path::new(&config.command);
+            if program.is_relative() && program.components().count() > 1 {
+                let here = std::env::current_dir().map_err(|e| format!("the current folder: {e}"))?;
+                command = Command::new(here.join(program));
+            }
+            command.current_dir(dir);
+        }
+        let mut child = command
             .args(&config.args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -137,7 +137,9 @@ fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played()
     let error =
         run_match(net, greedy(), &config, &mut |_, _| {}).expect_err("the match scored a broken network's games");
     assert!(
-        error.contains("net@8") && error.contains("non-finite") && error.contains("the match stopped after"),
+        error.message.contains("net@8")
+            && error.message.contains("non-finite")
+            && error.message.contains("the match stopped after"),
         "{error}"
     );
     // The games finished before the failure are in the results file, none forfeited for it.

@@ -36,6 +36,7 @@ done"#;
         limit: GoLimit::Clock(TimeControl::new(Duration::from_millis(100), Duration::ZERO, Duration::ZERO).unwrap()),
         margin: Duration::from_millis(50),
         startup_timeout: Duration::from_secs(5),
+        working_dir: None,
     };
     let sleepy: PlayerFactory =
         Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>));
@@ -93,6 +94,7 @@ fn a_failed_pairing_is_reported_and_the_others_still_rated() {
         limit: GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::ZERO, Duration::ZERO).unwrap()),
         margin: Duration::from_millis(50),
         startup_timeout: Duration::from_secs(5),
+        working_dir: None,
     };
     let entrants = vec![
         entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
@@ -126,4 +128,44 @@ fn a_failed_pairing_is_reported_and_the_others_still_rated() {
     let rated: Vec<&str> = t.ratings.iter().map(|r| r.player.as_str()).collect();
     assert_eq!(rated.len(), 2, "{rated:?}");
     assert!(rated.contains(&"greedy") && rated.contains(&"random"));
+    assert_eq!(t.anchor.as_deref(), Some("greedy"));
+    assert!(t.failed.iter().all(|f| f.state.is_none()), "no game was finished in the failed pairings");
+
+    // The first player fails to start: the anchor is a player that played, at 0 Elo.
+    let reordered = vec![entrants[1].clone(), entrants[0].clone(), entrants[2].clone()];
+    let t = run_tournament(&reordered, Format::RoundRobin, &match_config, &mut |_, _, _| {}).unwrap();
+    assert_eq!(t.failed.len(), 2);
+    let anchor = t.anchor.as_deref().expect("an anchor among those who played");
+    assert_ne!(anchor, "missing");
+    assert_eq!(t.ratings.iter().find(|r| r.player == anchor).unwrap().elo, 0.0);
+}
+
+/// A results file that cannot be written stops the tournament at once: every later pairing
+/// would lose its games alike.
+#[test]
+fn a_results_file_that_cannot_be_written_stops_the_tournament() {
+    let entrants = vec![
+        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
+        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
+        entrant("random2", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    // A folder where the results file should be: it cannot be opened for appending.
+    let results = dir.path().join("results.jsonl");
+    std::fs::create_dir(&results).unwrap();
+    let match_config = MatchConfig {
+        games: 2,
+        concurrency: 1,
+        rules: GameRules { max_plies: 40, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: Some(results),
+        records: None,
+        cancel: None,
+    };
+    let mut pairings_started = 0;
+    let err =
+        run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| pairings_started += 1).unwrap_err();
+    assert!(err.contains("greedy vs random") && err.contains("results.jsonl"), "{err}");
+    assert_eq!(pairings_started, 0);
 }

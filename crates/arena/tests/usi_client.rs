@@ -34,6 +34,7 @@ done"#
         limit: GoLimit::MoveTime(100),
         margin: Duration::from_millis(400),
         startup_timeout: Duration::from_secs(5),
+        working_dir: None,
     }
 }
 
@@ -146,9 +147,10 @@ fn an_engine_that_keeps_crashing_stops_the_match() {
     .expect_err("an engine that cannot play was scored as losing every game");
     let forfeits = MAX_FORFEITS_IN_A_ROW as usize;
     assert!(
-        error.contains("scripted")
-            && error.contains(&format!("{forfeits} games in a row"))
-            && error.contains("crashed"),
+        error.message.contains("scripted")
+            && error.message.contains(&format!("{forfeits} games in a row"))
+            && error.message.contains("crashed")
+            && !error.results_lost,
         "{error}"
     );
     // The forfeits before stay in the results.
@@ -244,4 +246,21 @@ fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
     assert_eq!((game.result.reason, game.result.winner), (EndReason::TimeLoss, Some(Color::White)));
     assert_eq!(game.moves.len(), 4, "two moves in time, the third late");
     assert!(game.note.unwrap().contains("500ms sudden death"));
+}
+
+/// An engine with a folder of its own starts there (engines read their evaluation files relative
+/// to it), a relative program path still names the same program, and a missing folder is a clear
+/// error.
+#[test]
+fn an_engine_starts_in_its_folder() {
+    let folder = tempfile::tempdir().unwrap();
+    let mut config = scripted("echo bestmove resign");
+    // The engine names itself after its working folder.
+    config.args[1] = config.args[1].replace("id name scripted", "id name $(pwd -P)");
+    config.working_dir = Some(folder.path().to_path_buf());
+    let engine = UsiEngine::start(config.clone()).unwrap();
+    assert_eq!(engine.name(), folder.path().canonicalize().unwrap().display().to_string());
+    config.working_dir = Some(folder.path().join("missing"));
+    let err = UsiEngine::start(config).err().expect("a missing folder is an error");
+    assert!(err.contains("missing") && err.contains("is not a folder"), "{err}");
 }

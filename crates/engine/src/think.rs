@@ -437,10 +437,10 @@ impl Job {
                     if !waiting {
                         done |= only_move;
                         if let Some(b) = budget {
-                            // The other threads' batches in flight finish before the answer.
-                            // `batch_time` is measured from submission to results, so it already
-                            // includes the wait behind their batches: one more covers them.
-                            let margin = if threads > 1 { batch_time * 2 } else { batch_time };
+                            // The other threads' batches in flight finish before the answer: up
+                            // to one batch time each (the network's lock serves waiting threads
+                            // in no fixed order, so this thread's next batch may come last).
+                            let margin = batch_time * threads as u32;
                             done |= self.time_is_up(&search, b, margin, restrict, &stats);
                         }
                     }
@@ -463,7 +463,13 @@ impl Job {
                 }
                 first = false;
                 let mut root = pos.clone();
-                match walker.batch(&mut root, batch) {
+                // A panic here (an evaluator's, the tree's) is a failure like a helper's: the
+                // visits made so far still decide the move.
+                let done = catch_unwind(AssertUnwindSafe(|| walker.batch(&mut root, batch))).unwrap_or_else(|_| {
+                    walker.fail("a search thread panicked".into());
+                    None
+                });
+                match done {
                     Some(done) => {
                         if let Some(elapsed) = done.evaluated {
                             batch_time = if batch_time.is_zero() { elapsed } else { (batch_time * 3 + elapsed) / 4 };
@@ -727,11 +733,7 @@ impl<'a> Walker<'a> {
                 Some(BatchDone { resolved, evaluated: Some(evaluated) })
             }
             Err(e) => {
-                self.failure
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .get_or_insert(format!("network evaluation failed: {e}"));
-                self.halt.store(true, Ordering::Relaxed);
+                self.fail(format!("network evaluation failed: {e}"));
                 None
             }
         }
@@ -742,9 +744,14 @@ impl<'a> Walker<'a> {
     /// pending in the tree, so a node limit could otherwise never be reached).
     fn run_helper(&self, root: Position, batch: usize) {
         if catch_unwind(AssertUnwindSafe(|| self.helper_loop(root, batch))).is_err() {
-            self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert("a search thread panicked".into());
-            self.halt.store(true, Ordering::Relaxed);
+            self.fail("a search thread panicked".into());
         }
+    }
+
+    /// Records the search's first failure and halts every thread.
+    fn fail(&self, failure: String) {
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(failure);
+        self.halt.store(true, Ordering::Relaxed);
     }
 
     fn helper_loop(&self, mut root: Position, batch: usize) {

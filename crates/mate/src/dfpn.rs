@@ -94,6 +94,7 @@ impl DfPn {
             limits,
             attacker: pos.side_to_move(),
             nodes: 0,
+            work: 0,
             aborted: false,
             path: vec![pos.hash()],
             history,
@@ -199,6 +200,9 @@ struct Search<'t, 'l, 'a> {
     limits: &'l Limits<'a>,
     attacker: Color,
     nodes: u64,
+    /// Nodes plus look-aheads behind evasions (which count no node): the clock and the stop flag
+    /// are read every 1024 of them.
+    work: u64,
     aborted: bool,
     /// Hashes of the positions from the root to the current node.
     path: Vec<u64>,
@@ -236,12 +240,20 @@ impl Search<'_, '_, '_> {
         self.nodes += 1;
         if self.nodes >= self.limits.max_nodes {
             self.aborted = true;
-        } else if self.nodes % 1024 == 0 {
+        }
+        self.count_work();
+        !self.aborted
+    }
+
+    /// Counts a unit of work (a descent or a look-ahead), reading the clock and the stop flag
+    /// every 1024: once either says so, the search is aborted.
+    fn count_work(&mut self) {
+        self.work += 1;
+        if self.work % 1024 == 0 {
             let late = self.limits.deadline.is_some_and(|d| Instant::now() >= d);
             let stopped = self.limits.stop.is_some_and(|s| s.load(Ordering::Relaxed));
-            self.aborted = late || stopped;
+            self.aborted |= late || stopped;
         }
-        !self.aborted
     }
 
     /// The value of a child position (the move already made) from the path, the game and the
@@ -303,7 +315,8 @@ impl Search<'_, '_, '_> {
                     // evasion without one is cheaper but proves fewer mates at equal node
                     // limits: docs/mate.md.)
                     let (child_key, child_hand) = (self.key(pos, true), pos.hand(self.attacker));
-                    if self.table.lookup(child_key, child_hand, plies_left - 1).is_none() {
+                    self.count_work();
+                    if !self.aborted && self.table.lookup(child_key, child_hand, plies_left - 1).is_none() {
                         let checks = node_moves(pos, true);
                         match self.mate_in_one(pos, &checks, child_key, child_hand) {
                             Some(v) => value = v,

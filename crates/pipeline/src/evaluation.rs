@@ -124,7 +124,7 @@ impl<'a> Arena<'a> {
             cancel: Some(self.cancel.clone()),
         };
         let state = run_match(fa, fb, &match_config, &mut |_, s| on_game(s.played))
-            .map_err(|message| PipelineError::Stage { stage: "arena", message })?;
+            .map_err(|e| PipelineError::Stage { stage: "arena", message: e.message })?;
         Ok(MatchSummary::from_state(&state))
     }
 }

@@ -207,6 +207,7 @@ fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: Game
                 limit: GoLimit::Clock(spec.time.unwrap_or(engine_time)),
                 margin,
                 startup_timeout: Duration::from_secs(60),
+                working_dir: spec.dir.clone(),
             };
             return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
         }
@@ -335,7 +336,7 @@ fn run_two(args: &Args, entrants: &[Entrant], config: &MatchConfig) -> Result<()
         let llr = s.llr.map(|l| format!("  LLR {l:.2}")).unwrap_or_default();
         bar.set_message(format!("+{} ={} -{}  score {:.3}  {elo}{llr}", s.wins, s.draws, s.losses, s.score()));
     })
-    .map_err(anyhow::Error::msg)?;
+    .map_err(|e| anyhow::Error::msg(e.message))?;
     bar.finish_and_clear();
     interrupted_note(state.played);
     if args.json {
@@ -401,7 +402,7 @@ fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchCon
         format.name(),
         tournament.players.len(),
         tournament.games,
-        tournament.players[0]
+        tournament.anchor.as_deref().unwrap_or("nobody (no game was finished)")
     );
     let width = tournament.players.iter().map(|p| p.chars().count()).max().unwrap_or(6).max(6);
     println!("{:>4}  {:<width$}  {:>8}  {:>8}  {:>6}  {:>7}", "rank", "player", "Elo", "± 95%", "games", "points");
@@ -420,6 +421,13 @@ fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchCon
         let s = &p.state;
         let elo = s.elo().map(|e| format!("  Elo {:+.0} ± {:.0}", e.elo, e.margin())).unwrap_or_default();
         println!("{} vs {}: +{} ={} -{}, score {:.3}{elo}", s.a_name, s.b_name, s.wins, s.draws, s.losses, s.score());
+    }
+    for f in &tournament.failed {
+        let (a, b) = (&tournament.players[f.a], &tournament.players[f.b]);
+        match &f.state {
+            Some(s) => println!("{a} vs {b}: +{} ={} -{} before it failed", s.wins, s.draws, s.losses),
+            None => println!("{a} vs {b}: failed before its first game"),
+        }
     }
     println!("results appended to {}, games saved under {}", args.results.display(), args.records.display());
     failed_pairings(&tournament)
@@ -476,14 +484,25 @@ fn tournament_json(t: &Tournament, args: &Args) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "format": t.format.name(),
-        "anchor": t.players[0],
+        "anchor": t.anchor,
         "games": t.games,
         "players": players,
         "pairs": pairs,
         "failed": t
             .failed
             .iter()
-            .map(|f| serde_json::json!({ "a": t.players[f.a], "b": t.players[f.b], "error": f.error }))
+            .map(|f| {
+                let s = f.state.clone().unwrap_or_default();
+                serde_json::json!({
+                    "a": t.players[f.a],
+                    "b": t.players[f.b],
+                    "error": f.error,
+                    "games": s.played,
+                    "wins": s.wins,
+                    "draws": s.draws,
+                    "losses": s.losses,
+                })
+            })
             .collect::<Vec<_>>(),
         "results": args.results,
         "records": args.records,
