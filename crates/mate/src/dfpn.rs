@@ -259,17 +259,19 @@ impl Search<'_, '_, '_> {
     /// The value of a child position (the move already made) from the path, the game and the
     /// table.
     fn probe(&self, pos: &Position, or: bool, plies_left: u32) -> Value {
+        self.probe_new(pos, or, plies_left).unwrap_or(Value::open(1, 1))
+    }
+
+    /// [`Self::probe`], None for a position nothing is known about (a new node).
+    fn probe_new(&self, pos: &Position, or: bool, plies_left: u32) -> Option<Value> {
         let h = pos.hash();
         if let Some(j) = self.path.iter().rposition(|&x| x == h) {
-            return Value::repetition(j as i32, pos.hand(self.attacker));
+            return Some(Value::repetition(j as i32, pos.hand(self.attacker)));
         }
         if self.history.contains(&h) {
-            return Value::repetition(HISTORY, pos.hand(self.attacker));
+            return Some(Value::repetition(HISTORY, pos.hand(self.attacker)));
         }
-        match self.table.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left) {
-            Some(found) => Value::from_found(found),
-            None => Value::open(1, 1),
-        }
+        self.table.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left).map(Value::from_found)
     }
 
     /// Searches the node at `pos` (an OR node when `or`) until it is solved, its numbers reach
@@ -307,8 +309,9 @@ impl Search<'_, '_, '_> {
             .iter()
             .map(|&mv| {
                 pos.do_move(mv);
-                let mut value = self.probe(pos, !or, plies_left - 1);
-                if look_ahead && value.pn == 1 && value.dn == 1 {
+                let known = self.probe_new(pos, !or, plies_left - 1);
+                let mut value = known.unwrap_or(Value::open(1, 1));
+                if look_ahead && known.is_none() {
                     // A new evasion: look for the attacker's mate in one behind it now, so that
                     // an AND node whose evasions all lose at once is proved without a descent
                     // into each, and no proved evasion is descended into. (Stopping at the first
@@ -316,7 +319,7 @@ impl Search<'_, '_, '_> {
                     // limits: docs/mate.md.)
                     let (child_key, child_hand) = (self.key(pos, true), pos.hand(self.attacker));
                     self.count_work();
-                    if !self.aborted && self.table.lookup(child_key, child_hand, plies_left - 1).is_none() {
+                    if !self.aborted {
                         let checks = node_moves(pos, true);
                         match self.mate_in_one(pos, &checks, child_key, child_hand) {
                             Some(v) => value = v,
