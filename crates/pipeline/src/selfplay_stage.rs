@@ -2,6 +2,7 @@
 //! between batches without stopping, and streams finished games into `RUN/selfplay/` shards
 //! (and optional records). Used by `koma pipeline` and `koma selfplay --run DIR --follow`.
 
+use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -153,10 +154,35 @@ fn load_probed(model: &ModelRef, options: &RunOptions) -> koma_nn::Result<Networ
     Ok(network)
 }
 
+/// Why a model could not be put on every device.
+enum DevicesError {
+    /// The model itself (a truncated file, NaN weights, …): it failed on the first device.
+    Model(koma_nn::Error),
+    /// It loaded on the devices before `device` and failed there: that device is at fault.
+    Device { device: String, error: String },
+}
+
+impl fmt::Display for DevicesError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DevicesError::Model(e) => write!(f, "{e}"),
+            DevicesError::Device { device, error } => write!(f, "on {device}: {error}"),
+        }
+    }
+}
+
 /// `model` on every device (`options` has one entry per device), each probed; the first failure
 /// is the error.
-fn load_on_devices(model: &ModelRef, options: &[RunOptions]) -> koma_nn::Result<Vec<Network>> {
-    options.iter().map(|o| load_probed(model, o)).collect()
+fn load_on_devices(model: &ModelRef, options: &[RunOptions]) -> std::result::Result<Vec<Network>, DevicesError> {
+    let mut networks = Vec::with_capacity(options.len());
+    for (k, o) in options.iter().enumerate() {
+        match load_probed(model, o) {
+            Ok(network) => networks.push(network),
+            Err(error) if k == 0 => return Err(DevicesError::Model(error)),
+            Err(error) => return Err(DevicesError::Device { device: o.device.to_string(), error: error.to_string() }),
+        }
+    }
+    Ok(networks)
 }
 
 /// The run's current model, or if it cannot be used (a truncated file, NaN weights), the newest
@@ -165,7 +191,17 @@ fn load_on_devices(model: &ModelRef, options: &[RunOptions]) -> koma_nn::Result<
 fn first_usable_model(run: &RunDir, current: ModelRef, options: &[RunOptions]) -> Result<(ModelRef, Vec<Network>)> {
     let current_error = match load_on_devices(&current, options) {
         Ok(network) => return Ok((current, network)),
-        Err(e) => e,
+        Err(DevicesError::Model(e)) => e,
+        // No older model would do better on a device that cannot run this one.
+        Err(DevicesError::Device { device, error }) => {
+            return Err(PipelineError::Stage {
+                stage: "self-play",
+                message: format!(
+                    "{} loads on the first device but not on {device}: {error} (check that device, or leave it out of `device`)",
+                    current.name()
+                ),
+            })
+        }
     };
     if run.has_current() {
         return Err(PipelineError::Stage {
@@ -364,4 +400,40 @@ pub fn run_selfplay(
         "self-play stopped"
     );
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koma_nn::{DeviceSpec, ModelConfig, TrainingInfo};
+
+    fn write_model(run: &RunDir, step: u64) -> ModelRef {
+        let path = run.models_dir().join(koma_nn::checkpoint::file_name(step));
+        let config = ModelConfig { blocks: 1, channels: 8, ..ModelConfig::tiny() };
+        let mut net = Network::new(&config, &RunOptions::cpu(), Some(step + 1)).unwrap();
+        net.save(&path, &TrainingInfo { step, samples_seen: 0, parent: None }).unwrap();
+        ModelRef { step, path }
+    }
+
+    /// A model that loads on the first device but not on a later one: the device is named as the
+    /// fault, and no older model is tried in its place (none would do better there).
+    #[test]
+    fn a_device_that_cannot_run_the_model_is_blamed_not_the_model() {
+        // The failing device is a GPU that this machine does not have.
+        if tch::Cuda::is_available() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir::new(dir.path());
+        run.create("[run]\n").unwrap();
+        write_model(&run, 0);
+        let current = write_model(&run, 100);
+        let gpu = RunOptions { device: DeviceSpec::Cuda(1), ..RunOptions::cpu() };
+        let err = first_usable_model(&run, current.clone(), &[RunOptions::cpu(), gpu]).err().unwrap().to_string();
+        assert!(err.contains("loads on the first device but not on cuda:1"), "{err}");
+        assert!(err.contains(&current.name()), "{err}");
+        // The same model on the first device alone is fine.
+        let (model, networks) = first_usable_model(&run, current.clone(), &[RunOptions::cpu()]).unwrap();
+        assert_eq!((model, networks.len()), (current, 1));
+    }
 }
