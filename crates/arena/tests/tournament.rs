@@ -16,6 +16,20 @@ fn entrant(name: &str, factory: PlayerFactory) -> Entrant {
     Entrant { name: name.into(), factory }
 }
 
+/// Two games per pairing, one at a time, from the normal position, capped at `max_plies`.
+fn two_games(max_plies: u32, results: Option<std::path::PathBuf>) -> MatchConfig {
+    MatchConfig {
+        games: 2,
+        concurrency: 1,
+        rules: GameRules { max_plies, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results,
+        records: None,
+        cancel: None,
+    }
+}
+
 #[test]
 fn a_round_robin_of_three_rates_everyone_together() {
     let dir = tempfile::tempdir().unwrap();
@@ -45,16 +59,7 @@ done"#;
         entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
         entrant("sleepy", sleepy),
     ];
-    let match_config = MatchConfig {
-        games: 2,
-        concurrency: 1,
-        rules: GameRules { max_plies: 60, ..GameRules::default() },
-        openings: vec![],
-        sprt: None,
-        results: Some(results.clone()),
-        records: None,
-        cancel: None,
-    };
+    let match_config = two_games(60, Some(results.clone()));
     let mut seen = Vec::new();
     let t =
         run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |k, _, s| seen.push((k, s.played))).unwrap();
@@ -104,16 +109,7 @@ fn a_failed_pairing_is_reported_and_the_others_still_rated() {
         ),
         entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
     ];
-    let match_config = MatchConfig {
-        games: 2,
-        concurrency: 1,
-        rules: GameRules { max_plies: 40, ..GameRules::default() },
-        openings: vec![],
-        sprt: None,
-        results: None,
-        records: None,
-        cancel: None,
-    };
+    let match_config = two_games(40, None);
     let t = run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| {}).unwrap();
     let failed: Vec<(usize, usize)> = t.failed.iter().map(|f| (f.a, f.b)).collect();
     assert_eq!(failed, vec![(0, 1), (1, 2)]);
@@ -153,16 +149,7 @@ fn a_results_file_that_cannot_be_written_stops_the_tournament() {
     // A folder where the results file should be: it cannot be opened for appending.
     let results = dir.path().join("results.jsonl");
     std::fs::create_dir(&results).unwrap();
-    let match_config = MatchConfig {
-        games: 2,
-        concurrency: 1,
-        rules: GameRules { max_plies: 40, ..GameRules::default() },
-        openings: vec![],
-        sprt: None,
-        results: Some(results),
-        records: None,
-        cancel: None,
-    };
+    let match_config = two_games(40, Some(results));
     let mut pairings_started = 0;
     let err =
         run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| pairings_started += 1).unwrap_err();
