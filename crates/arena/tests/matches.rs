@@ -6,20 +6,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod common;
+
+use common::{greedy, random};
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
 use koma_arena::openings::{generate_suite, read_suite, SuiteSpec};
-use koma_arena::player::{Action, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
+use koma_arena::player::{Action, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
 use koma_arena::ratings::read_results;
 use koma_arena::stats::{Sprt, SprtDecision};
 use koma_shogi::rules::GameRules;
-
-fn greedy() -> PlayerFactory {
-    Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))
-}
-
-fn random() -> PlayerFactory {
-    Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))
-}
 
 #[test]
 fn paired_match_with_results_file() {

@@ -2,14 +2,15 @@
 //! late: every pairing is played in colour-swapped pairs, every game lands in the results file,
 //! the late engine loses every game on time, and all players are rated together.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{engine_factory, greedy, match_config, random, scripted};
 use koma_arena::clock::TimeControl;
 use koma_arena::matches::{MatchConfig, PlayerFactory};
-use koma_arena::player::{GreedyPlayer, Player, RandomPlayer};
 use koma_arena::tournament::{run_tournament, Entrant, Format};
-use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
+use koma_arena::usi_client::{GoLimit, UsiEngineConfig};
 use koma_shogi::rules::GameRules;
 
 fn entrant(name: &str, factory: PlayerFactory) -> Entrant {
@@ -18,47 +19,20 @@ fn entrant(name: &str, factory: PlayerFactory) -> Entrant {
 
 /// Two games per pairing, one at a time, from the normal position, capped at `max_plies`.
 fn two_games(max_plies: u32, results: Option<std::path::PathBuf>) -> MatchConfig {
-    MatchConfig {
-        games: 2,
-        concurrency: 1,
-        rules: GameRules { max_plies, ..GameRules::default() },
-        openings: vec![],
-        sprt: None,
-        results,
-        records: None,
-        cancel: None,
-    }
+    MatchConfig { rules: GameRules { max_plies, ..GameRules::default() }, ..match_config(2, results) }
 }
 
 #[test]
 fn a_round_robin_of_three_rates_everyone_together() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
-    let script = r#"while read -r cmd rest; do
-  case "$cmd" in
-    usi) echo "id name sleepy"; echo usiok ;;
-    isready) echo readyok ;;
-    go) sleep 0.3; echo "bestmove resign" ;;
-    quit) exit 0 ;;
-  esac
-done"#;
-    let config = UsiEngineConfig {
-        name: String::new(),
-        command: "bash".into(),
-        args: vec!["-c".into(), script.into()],
-        options: vec![],
+    let sleepy = UsiEngineConfig {
         limit: GoLimit::Clock(TimeControl::new(Duration::from_millis(100), Duration::ZERO, Duration::ZERO).unwrap()),
         margin: Duration::from_millis(50),
-        startup_timeout: Duration::from_secs(5),
-        working_dir: None,
+        ..scripted("sleepy", r#"sleep 0.3; echo "bestmove resign""#)
     };
-    let sleepy: PlayerFactory =
-        Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>));
-    let entrants = vec![
-        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
-        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
-        entrant("sleepy", sleepy),
-    ];
+    let entrants =
+        vec![entrant("greedy", greedy()), entrant("random", random()), entrant("sleepy", engine_factory(sleepy))];
     let match_config = two_games(60, Some(results.clone()));
     let mut seen = Vec::new();
     let t =
@@ -91,24 +65,9 @@ done"#;
 /// pairings are still played and rated, and the failures name both players.
 #[test]
 fn a_failed_pairing_is_reported_and_the_others_still_rated() {
-    let missing = UsiEngineConfig {
-        name: String::new(),
-        command: "/nonexistent/engine".into(),
-        args: vec![],
-        options: vec![],
-        limit: GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::ZERO, Duration::ZERO).unwrap()),
-        margin: Duration::from_millis(50),
-        startup_timeout: Duration::from_secs(5),
-        working_dir: None,
-    };
-    let entrants = vec![
-        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
-        entrant(
-            "missing",
-            Arc::new(move |_| UsiEngine::start(missing.clone()).map(|e| Box::new(e) as Box<dyn Player>)),
-        ),
-        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
-    ];
+    let missing = UsiEngineConfig { command: "/nonexistent/engine".into(), args: vec![], ..scripted("missing", "") };
+    let entrants =
+        vec![entrant("greedy", greedy()), entrant("missing", engine_factory(missing)), entrant("random", random())];
     let match_config = two_games(40, None);
     let t = run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| {}).unwrap();
     let failed: Vec<(usize, usize)> = t.failed.iter().map(|f| (f.a, f.b)).collect();
@@ -140,11 +99,7 @@ fn a_failed_pairing_is_reported_and_the_others_still_rated() {
 /// would lose its games alike.
 #[test]
 fn a_results_file_that_cannot_be_written_stops_the_tournament() {
-    let entrants = vec![
-        entrant("greedy", Arc::new(|seed| Ok(Box::new(GreedyPlayer::new(seed)) as Box<dyn Player>))),
-        entrant("random", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
-        entrant("random2", Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))),
-    ];
+    let entrants = vec![entrant("greedy", greedy()), entrant("random", random()), entrant("random2", random())];
     let dir = tempfile::tempdir().unwrap();
     // A folder where the results file should be: it cannot be opened for appending.
     let results = dir.path().join("results.jsonl");

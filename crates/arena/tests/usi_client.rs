@@ -6,37 +6,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+mod common;
+
+use common::{engine_factory, match_config, random, scripted};
 use koma_arena::clock::TimeControl;
 use koma_arena::game::play_game;
-use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
+use koma_arena::matches::{run_match, MatchConfig};
 use koma_arena::player::{Player, RandomPlayer};
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig, MAX_FORFEITS_IN_A_ROW};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, Position};
-
-/// A bash USI "engine" whose answer to `go` is `on_go` (shell code).
-fn scripted(on_go: &str) -> UsiEngineConfig {
-    let script = format!(
-        r#"while read -r cmd rest; do
-  case "$cmd" in
-    usi) echo "id name scripted"; echo usiok ;;
-    isready) echo readyok ;;
-    go) {on_go} ;;
-    quit) exit 0 ;;
-  esac
-done"#
-    );
-    UsiEngineConfig {
-        name: String::new(),
-        command: "bash".into(),
-        args: vec!["-c".into(), script],
-        options: vec![],
-        limit: GoLimit::MoveTime(100),
-        margin: Duration::from_millis(400),
-        startup_timeout: Duration::from_secs(5),
-        working_dir: None,
-    }
-}
 
 fn play_against_random(config: UsiEngineConfig) -> koma_arena::game::PlayedGame {
     let mut engine = UsiEngine::start(config).unwrap();
@@ -51,31 +30,11 @@ fn play_against_random(config: UsiEngineConfig) -> koma_arena::game::PlayedGame 
     .unwrap()
 }
 
-fn engine_factory(config: UsiEngineConfig) -> PlayerFactory {
-    Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>))
-}
-
-fn random() -> PlayerFactory {
-    Arc::new(|seed| Ok(Box::new(RandomPlayer::new(seed)) as Box<dyn Player>))
-}
-
-fn match_config(games: usize, results: Option<std::path::PathBuf>) -> MatchConfig {
-    MatchConfig {
-        games,
-        concurrency: 1,
-        rules: GameRules::default(),
-        openings: vec![],
-        sprt: None,
-        results,
-        records: None,
-        cancel: None,
-    }
-}
-
 #[test]
 fn a_scripted_engine_plays_and_resigns() {
     // Plays 7g7f, then resigns.
     let g = play_against_random(scripted(
+        "scripted",
         r#"if [ -z "$moved" ]; then echo "info depth 1"; echo "bestmove 7g7f"; moved=1; else echo "bestmove resign"; fi"#,
     ));
     assert_eq!(g.moves.len(), 2);
@@ -92,7 +51,7 @@ fn misbehaving_engines_forfeit() {
         ("echo 'bestmove banana'", EndReason::Forfeit, "not a USI move"),
         ("echo 'bestmove win'", EndReason::IllegalMove, "declared"),
     ] {
-        let g = play_against_random(scripted(on_go));
+        let g = play_against_random(scripted("scripted", on_go));
         assert_eq!(g.result.winner, Some(Color::White), "{on_go}");
         assert_eq!(g.result.reason, reason, "{on_go}");
         assert!(g.note.as_deref().unwrap_or("").contains(words), "{on_go}: {:?}", g.note);
@@ -101,12 +60,12 @@ fn misbehaving_engines_forfeit() {
 
 #[test]
 fn an_engine_that_never_starts_is_reported() {
-    let mut config = scripted("true");
+    let mut config = scripted("scripted", "true");
     config.args = vec!["-c".into(), "sleep 10".into()];
     config.startup_timeout = Duration::from_millis(300);
     let err = UsiEngine::start(config).err().unwrap();
     assert!(err.contains("no answer in time"), "{err}");
-    let mut missing = scripted("true");
+    let mut missing = scripted("scripted", "true");
     missing.command = "/nonexistent/engine".into();
     assert!(UsiEngine::start(missing).err().unwrap().contains("cannot start"));
 }
@@ -122,7 +81,7 @@ fn an_engine_that_answered_late_is_restarted_before_the_next_game() {
         r#"if [ ! -e '{mark}' ]; then touch '{mark}'; sleep 0.7; echo "bestmove 1g1f"; else n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; elif [ $n = 2 ]; then echo "bestmove 2g2f"; else echo "bestmove resign"; fi; fi"#,
         mark = mark.display()
     );
-    let mut engine = UsiEngine::start(scripted(&on_go)).unwrap();
+    let mut engine = UsiEngine::start(scripted("scripted", &on_go)).unwrap();
     let (rules, never) = (GameRules::default(), AtomicBool::new(false));
     let first = play_game(&mut engine, &mut RandomPlayer::new(1), &Position::startpos(), &rules, &never).unwrap();
     assert_eq!(first.result.reason, EndReason::TimeLoss);
@@ -139,7 +98,7 @@ fn an_engine_that_keeps_crashing_stops_the_match() {
     let dir = tempfile::tempdir().unwrap();
     let results = dir.path().join("results.jsonl");
     let error = run_match(
-        engine_factory(scripted("exit 3")),
+        engine_factory(scripted("scripted", "exit 3")),
         random(),
         &match_config(20, Some(results.clone())),
         &mut |_, _| {},
@@ -164,7 +123,7 @@ fn an_engine_that_cannot_be_restarted_stops_the_match() {
     let dir = tempfile::tempdir().unwrap();
     let started = dir.path().join("started-once");
     // It starts once, crashes at its first `go`, and never answers `usi` again.
-    let mut config = scripted("exit 3");
+    let mut config = scripted("scripted", "exit 3");
     let script = config.args[1].clone();
     config.args[1] = format!("if [ -e '{0}' ]; then sleep 10; fi; touch '{0}'; {script}", started.display());
     config.startup_timeout = Duration::from_millis(500);
@@ -185,7 +144,7 @@ fn an_engine_that_cannot_be_restarted_stops_the_match() {
 
 #[test]
 fn a_cancel_cuts_an_engine_s_long_think_short() {
-    let mut config = scripted("sleep 30");
+    let mut config = scripted("scripted", "sleep 30");
     config.limit = GoLimit::MoveTime(60_000);
     let cancel = Arc::new(AtomicBool::new(false));
     let match_config = MatchConfig { cancel: Some(cancel.clone()), ..match_config(2, None) };
@@ -209,7 +168,7 @@ fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
         r#"echo "$rest" >> '{log}'; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; elif [ $n = 2 ]; then echo "bestmove 2g2f"; else sleep 1.5; echo "bestmove 1g1f"; fi"#,
         log = log.display()
     );
-    let mut config = scripted(&on_go);
+    let mut config = scripted("scripted", &on_go);
     config.limit =
         GoLimit::Clock(TimeControl::new(Duration::from_secs(1), Duration::from_millis(300), Duration::ZERO).unwrap());
     config.margin = Duration::from_millis(50);
@@ -237,8 +196,10 @@ fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
 #[test]
 fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
     // Every move takes 0.2 s: a main time of 0.5 s lasts two moves.
-    let mut config =
-        scripted(r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#);
+    let mut config = scripted(
+        "scripted",
+        r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#,
+    );
     config.limit =
         GoLimit::Clock(TimeControl::new(Duration::from_millis(500), Duration::ZERO, Duration::ZERO).unwrap());
     config.margin = Duration::from_millis(50);
@@ -254,7 +215,7 @@ fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
 #[test]
 fn an_engine_starts_in_its_folder() {
     let folder = tempfile::tempdir().unwrap();
-    let mut config = scripted("echo bestmove resign");
+    let mut config = scripted("scripted", "echo bestmove resign");
     // The engine names itself after its working folder.
     config.args[1] = config.args[1].replace("id name scripted", "id name $(pwd -P)");
     config.working_dir = Some(folder.path().to_path_buf());
