@@ -121,9 +121,12 @@ pub fn run_tournament(
         });
         match result {
             Ok(state) => played.push(Pairing { a, b, state }),
-            Err(e) if e.results_lost => return Err(format!("{} vs {}: {e}", ea.name, eb.name)),
             Err(e) => {
-                failed.push(FailedPairing { a, b, error: format!("{} vs {}: {e}", ea.name, eb.name), state: last })
+                let error = format!("{} vs {}: {e}", ea.name, eb.name);
+                if e.results_lost {
+                    return Err(error);
+                }
+                failed.push(FailedPairing { a, b, error, state: last });
             }
         }
     }

@@ -8,9 +8,10 @@
 //! to the parent once another child becomes more promising.
 //!
 //! - **Table** (table.rs): results are shared between positions that differ only in the
-//!   attacker's hand (hand dominance), a proof keyed by its proof pieces (the least hand it needs)
-//!   and a disproof by its disproof pieces (the most it allows). Each recursion keeps its children's values in its own
-//!   frame and never re-reads them from the table, so results that depend on the path stay local.
+//!   attacker's hand (hand dominance), a proof keyed by its proof pieces (the least hand it
+//!   needs) and a disproof by its disproof pieces (the most it allows). Each recursion keeps its
+//!   children's values in its own frame and never re-reads them from the table, so results that
+//!   depend on the path stay local.
 //! - **Repetition**: a child that repeats a position of the current path, or of the game before
 //!   the root, is no mate for the attacker (perpetual check loses; a repetition is not mate).
 //!   Such a refutation is *tainted* by the repeated position's path index; it becomes clean once
@@ -18,8 +19,8 @@
 //!   a tainted refutation is never stored.
 //! - **Depth**: a mate must fit in `max_plies`. A refutation that relied on the limit is stored
 //!   with the plies it had, and a root refuted that way is `NoMateWithin`, never `NoMate`.
-//! - **New OR nodes** first look for a mate in one; new AND nodes look for one behind their
-//!   evasions until the first without.
+//! - **New OR nodes** first look for a mate in one; AND nodes look for one behind every new
+//!   evasion.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -4,8 +4,9 @@
 //! - [`DfPn`]: depth-first proof-number search (Nagai 2002) with a transposition table whose
 //!   entries are shared between positions that differ only in the attacker's hand (hand
 //!   dominance over proof and disproof pieces), the 1 + ε threshold trick (Pawlewicz & Lew 2006),
-//!   mate-in-one checks at new OR nodes and behind new evasions, and repetition handled path-dependently (a cycle is no mate for the attacker; such a
-//!   result is never stored as final). It proves long mates and proves that none exists.
+//!   mate-in-one checks at new OR nodes and behind new evasions, and repetition handled
+//!   path-dependently (a cycle is no mate for the attacker; such a result is never stored as
+//!   final). It proves long mates and proves that none exists.
 //! - [`exact::MateSearch`]: iterative deepening over checks and evasions; exact (shortest mate,
 //!   longest defence) for short mates, too slow past about 9 plies. The test oracle for df-pn.
 //! - [`verify_mate_line`]: replays a line and checks that it is a legal sequence of checks and

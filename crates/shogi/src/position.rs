@@ -544,18 +544,14 @@ impl Position {
         let them = !us;
         let eksq = self.king_square(them);
         let to = m.to();
-        let (occ, moved, pt) = match m.drop_piece_type() {
-            Some(pt) => (self.occupied().with(to), Bitboard::EMPTY, pt),
-            None => {
-                let from = m.from();
-                let piece = self.board[from.index()].expect("king_escapes_after: no piece on the origin square");
-                let pt = if m.is_promotion() { piece.piece_type().promote() } else { piece.piece_type() };
-                (self.occupied().without(from).with(to), Bitboard::from_square(from), pt)
-            }
+        let (occ, moved) = if m.is_drop() {
+            (self.occupied().with(to), Bitboard::EMPTY)
+        } else {
+            (self.occupied().without(m.from()).with(to), Bitboard::from_square(m.from()))
         };
         let occ = occ.without(eksq);
         let theirs = self.by_color[them.index()].without(to);
-        let from_moved_piece = attacks::attacks(us, pt, to, occ);
+        let from_moved_piece = attacks::attacks(us, self.piece_type_after(m), to, occ);
         (attacks::king_attacks(eksq) & !theirs)
             .into_iter()
             .any(|sq| !from_moved_piece.contains(sq) && (self.attackers_to(us, sq, occ) & !moved).is_empty())
@@ -568,17 +564,30 @@ impl Position {
         let eksq = self.king_square(them);
         let to = m.to();
         let occ = self.occupied();
-        if let Some(pt) = m.drop_piece_type() {
+        let pt = self.piece_type_after(m);
+        if m.is_drop() {
             return attacks::attacks(us, pt, to, occ.with(to)).contains(eksq);
         }
         let from = m.from();
-        let piece = self.board[from.index()].expect("gives_check: no piece on the origin square");
-        let pt = if m.is_promotion() { piece.piece_type().promote() } else { piece.piece_type() };
-        let occ_after = occ.without(from).with(to);
-        if attacks::attacks(us, pt, to, occ_after).contains(eksq) {
+        if attacks::attacks(us, pt, to, occ.without(from).with(to)).contains(eksq) {
             return true;
         }
         discoverers.contains(from) && !attacks::aligned(eksq, from, to)
+    }
+
+    /// The kind of piece on the destination of the legal move `m` once it is played.
+    fn piece_type_after(&self, m: Move) -> PieceType {
+        match m.drop_piece_type() {
+            Some(pt) => pt,
+            None => {
+                let piece = self.board[m.from().index()].expect("a legal move has a piece on its origin square");
+                if m.is_promotion() {
+                    piece.piece_type().promote()
+                } else {
+                    piece.piece_type()
+                }
+            }
+        }
     }
 }
 
