@@ -455,10 +455,7 @@ pub fn export_hcpe(
             match sample_to_hcpe(s, eval_scale) {
                 Ok(r) => writer.write(&r).map_err(io)?,
                 Err(message) => {
-                    summary.skipped += 1;
-                    if summary.problems.len() < 100 {
-                        summary.problems.push(format!("{}: sample {i}: {message}", shard.display()));
-                    }
+                    skip_sample(&mut summary.skipped, &mut summary.problems, shard, format!("sample {i}: {message}"))
                 }
             }
         }
@@ -484,10 +481,18 @@ pub struct Hcpe3ExportSummary {
 
 impl Hcpe3ExportSummary {
     fn skip(&mut self, shard: &Path, what: String) {
-        self.skipped += 1;
-        if self.problems.len() < 100 {
-            self.problems.push(format!("{}: {what}", shard.display()));
-        }
+        skip_sample(&mut self.skipped, &mut self.problems, shard, what);
+    }
+}
+
+/// Reasons an export keeps (the count of skipped samples goes on).
+const EXPORT_PROBLEMS_KEPT: usize = 100;
+
+/// Counts a sample an export could not write, keeping the first reasons.
+fn skip_sample(skipped: &mut usize, problems: &mut Vec<String>, shard: &Path, what: String) {
+    *skipped += 1;
+    if problems.len() < EXPORT_PROBLEMS_KEPT {
+        problems.push(format!("{}: {what}", shard.display()));
     }
 }
 
