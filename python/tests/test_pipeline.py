@@ -161,10 +161,15 @@ def test_stages_run_as_separate_processes_and_stop_on_ctrl_c(koma_bin, tmp_path,
     trainer = subprocess.Popen([koma_bin, "train", "--run", run, "--follow", "--json"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     n_models = len(models(run))
+    before = set(shards(run))
     def both_worked():
-        return len(models(run)) >= n_models + 2 and len(shards(run)) >= n_shards + 2
-    n_shards = len(shards(run))
-    wait_for(both_worked, 300, trainer, "new shards from the self-play process and new models from the trainer")
+        # New models from the trainer, and new shards with games of two models: the self-play
+        # process has followed the trainer (it looks for new models every 2 s, so new models
+        # alone do not mean it has switched yet).
+        new = [s for s in shards(run) if s not in before]
+        played_with = {m for s in new for m in read_shard(s)[1]}
+        return len(models(run)) >= n_models + 2 and len(new) >= 2 and len(played_with) >= 2
+    wait_for(both_worked, 300, trainer, "new models from the trainer and self-play games with one of them")
     for p in (selfplay, trainer):
         p.send_signal(signal.SIGINT)
     outs = [p.communicate(timeout=120) for p in (selfplay, trainer)]
