@@ -12,7 +12,8 @@ use koma_data::{flags, result_for, write_shard, PackedPosition, ShardReader, PLY
 use koma_shogi::{Handicap, Position};
 
 fn records_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/records")
+    Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../data/records")
 }
 
 fn quiet(_: &koma_data::import::ImportEvent) {}

@@ -365,7 +365,9 @@ mod tests {
 
     #[test]
     fn shipped_configs_parse() {
-        let configs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let configs =
+            Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+                .join("../../configs");
         let mut parsed = 0;
         for dir in [configs.clone(), configs.join("ablation")] {
             for entry in std::fs::read_dir(&dir).unwrap() {
@@ -419,7 +421,9 @@ mod tests {
 
     #[test]
     fn self_play_settings_that_teach_nothing_are_errors_naming_the_field() {
-        let gpu_small = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs/gpu-small.toml");
+        let gpu_small =
+            Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+                .join("../../configs/gpu-small.toml");
         let text = std::fs::read_to_string(gpu_small).unwrap();
         assert!(PipelineConfig::parse(&text, "gpu-small.toml").is_ok());
         let cases = [

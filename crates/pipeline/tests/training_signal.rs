@@ -37,7 +37,9 @@ impl Evaluator for HashNet {
 }
 
 fn shipped(name: &str) -> PipelineConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs").join(format!("{name}.toml"));
+    let path = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../configs")
+        .join(format!("{name}.toml"));
     PipelineConfig::from_file(&path).unwrap()
 }
 

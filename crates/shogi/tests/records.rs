@@ -9,7 +9,8 @@ use koma_shogi::record::{self, csa, kif, notation, Format, GameRecord, ParseErro
 use koma_shogi::{Color, EndReason, GameResult, Handicap, Move, Position};
 
 fn data_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/records");
+    let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../data/records");
     dir.canonicalize().unwrap_or(dir)
 }
 

@@ -193,5 +193,6 @@ pub fn require_python_modules(modules: &str) -> PathBuf {
 
 /// The repository root (for python/koma).
 pub fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../..")
 }
