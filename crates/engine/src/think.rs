@@ -614,7 +614,8 @@ impl Job {
                 let again = solver.search(&self.pos, &shorter);
                 nodes += solver.nodes();
                 match again {
-                    Outcome::Mate(l) => *line = l,
+                    // A proof met through a transposition may be longer than asked for.
+                    Outcome::Mate(l) if l.len() < line.len() => *line = l,
                     _ => break,
                 }
             }

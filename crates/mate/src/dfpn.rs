@@ -17,10 +17,14 @@
 //!   Such a refutation is *tainted* by the repeated position's path index; it becomes clean once
 //!   the search is back at that position (the cycle then lies inside the node's own subtree), and
 //!   a tainted refutation is never stored.
-//! - **Depth**: a mate must fit in `max_plies`. A refutation that relied on the limit is stored
-//!   with the plies it had, and a root refuted that way is `NoMateWithin`, never `NoMate`.
-//! - **New OR nodes** first look for a mate in one; AND nodes look for one behind every new
-//!   evasion.
+//! - **Depth**: the search expands no attacker move past `max_plies`. A refutation that relied on
+//!   the limit is stored with the plies it had, and a root refuted that way is `NoMateWithin`,
+//!   never `NoMate`. A proof is a proof at any depth: one met in the table is used even where its
+//!   mate is longer than the plies left (as cshogi's df-pn does), so a line may exceed the limit.
+//! - **New OR nodes** look for a mate in one, then in three (every check whose evasions are each
+//!   mated at once), as cshogi's df-pn does, without counting nodes; a check that fails starts
+//!   with its evasions counted as its proof and disproof numbers. AND nodes look for a mate in
+//!   one behind every new evasion.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +42,8 @@ const AND_NODE: u64 = 0x9d3a_5c6e_1f27_b481;
 /// What may stop a search.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits<'a> {
-    /// The longest mate searched, in plies (attacker and defender moves).
+    /// The depth searched, in plies (attacker and defender moves): every mate this long or shorter
+    /// is found given the nodes, and a longer one only through a transposition.
     pub max_plies: u32,
     /// Descents (one per move made in the search) before giving up.
     pub max_nodes: u64,
@@ -56,7 +61,8 @@ impl Default for Limits<'_> {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
     /// The side to move mates: a verified line (attacker and defender moves, ending in mate).
-    /// Not necessarily the shortest.
+    /// Not necessarily the shortest, and longer than `max_plies` when the proof came through a
+    /// transposition.
     Mate(Vec<Move>),
     /// Proved: no sequence of checks mates, however long.
     NoMate,
@@ -122,6 +128,10 @@ impl DfPn {
         outcome
     }
 }
+
+/// The `plies` of an open entry stored by a look-ahead for a mate in one (open entries have no
+/// length otherwise): the node is known to have no mate in one, and was not expanded.
+const LOOKED_BEHIND: u16 = 1;
 
 /// No repetition behind a refutation.
 const NO_TAINT: i32 = i32::MAX;
@@ -298,10 +308,20 @@ impl Search<'_, '_, '_> {
             return Value::depth_refutation(0, hand);
         }
         let nodes_before = self.nodes;
-        // A new OR node: a mate in one proves it at once.
-        if or && self.table.lookup(key, hand, plies_left).is_none() {
-            if let Some(v) = self.mate_in_one(pos, &moves, key, hand) {
-                return v;
+        // A new OR node: a mate in one or three proves it at once. One a look-ahead met already
+        // has no mate in one.
+        let known = self.table.lookup(key, hand, plies_left);
+        let looked_behind = known.is_some_and(|f| f.pn != 0 && f.dn != 0 && f.plies == LOOKED_BEHIND);
+        if or && (known.is_none() || looked_behind) {
+            if known.is_none() {
+                if let Some(v) = self.mate_in_one(pos, &moves, key, hand) {
+                    return v;
+                }
+            }
+            if plies_left >= 3 {
+                if let Some(v) = self.mate_in_three(pos, &moves, key, hand, plies_left) {
+                    return v;
+                }
             }
         }
         // Every new evasion is looked at for a mate in one.
@@ -318,22 +338,8 @@ impl Search<'_, '_, '_> {
                     // into each, and no proved evasion is descended into. (Stopping at the first
                     // evasion without one is cheaper but proves fewer mates at equal node
                     // limits: docs/mate.md.)
-                    let (child_key, child_hand) = (self.key(pos, true), pos.hand(self.attacker));
-                    self.count_work();
-                    if !self.aborted {
-                        let checks = node_moves(pos, true);
-                        match self.mate_in_one(pos, &checks, child_key, child_hand) {
-                            Some(v) => value = v,
-                            None if checks.is_empty() => {
-                                value = Value::refutation(or_disproof_start(pos, self.attacker));
-                                self.table.store(child_key, child_hand, value.found(child_hand), 1);
-                            }
-                            None => {
-                                // Stored open, so that neither this node's next visit nor the
-                                // child's own looks for the mate in one again.
-                                self.table.store(child_key, child_hand, value.found(child_hand), 1);
-                            }
-                        }
+                    if let Some(v) = self.look_behind(pos) {
+                        value = v;
                     }
                 }
                 pos.undo_move();
@@ -378,6 +384,94 @@ impl Search<'_, '_, '_> {
         v
     }
 
+    /// The value of the OR node at `pos` (an evasion just made, nothing known of it) after looking
+    /// for a mate in one: a proof, a refutation if it has no check, else open and marked
+    /// [`LOOKED_BEHIND`]. Stored, so that no later visit looks again. None once the search is
+    /// aborted.
+    fn look_behind(&mut self, pos: &mut Position) -> Option<Value> {
+        let (key, hand) = (self.key(pos, true), pos.hand(self.attacker));
+        self.count_work();
+        if self.aborted {
+            return None;
+        }
+        let checks = node_moves(pos, true);
+        if let Some(v) = self.mate_in_one(pos, &checks, key, hand) {
+            return Some(v);
+        }
+        let v = if checks.is_empty() {
+            Value::refutation(or_disproof_start(pos, self.attacker))
+        } else {
+            Value { plies: LOOKED_BEHIND, ..Value::open(1, 1) }
+        };
+        self.table.store(key, hand, v.found(hand), 1);
+        Some(v)
+    }
+
+    /// Proves the new OR node at `pos` (its checks `moves`, none of which mates at once) and
+    /// stores the proof if a check leaves only evasions that are each mated at once. Every check
+    /// that fails and that nothing was known of is stored open with its evasions counted as its
+    /// proof and disproof numbers (a king with fewer answers is nearer to mate, and has fewer
+    /// ways out); the evasions it looked behind are stored by [`Self::look_behind`].
+    fn mate_in_three(
+        &mut self,
+        pos: &mut Position,
+        moves: &[Move],
+        key: u64,
+        hand: Hand,
+        plies_left: u32,
+    ) -> Option<Value> {
+        for &m in moves {
+            pos.do_move(m);
+            let proved = self.evasions_all_mated(pos, plies_left - 1);
+            pos.undo_move();
+            if self.aborted {
+                return None;
+            }
+            if let Some(child) = proved {
+                let v = Value::proof(u32::from(child.plies) + 1, or_proof_pieces(pos, self.attacker, m, child.hand));
+                self.table.store(key, hand, v.found(hand), 1);
+                return Some(v);
+            }
+        }
+        None
+    }
+
+    /// For the AND node at `pos` (a check just given), if it is new: its proof, stored, when every
+    /// evasion is mated at once (or is already proved in the table); else None, the node stored
+    /// open with its evasions counted. None for a known or repeated node.
+    fn evasions_all_mated(&mut self, pos: &mut Position, plies_left: u32) -> Option<Value> {
+        let (key, hand) = (self.key(pos, false), pos.hand(self.attacker));
+        if self.probe_new(pos, false, plies_left).is_some() {
+            return None;
+        }
+        let evasions = node_moves(pos, false);
+        let (mut needed, mut longest) = (Hand::EMPTY, 0);
+        for &e in &evasions {
+            pos.do_move(e);
+            let v = match self.probe_new(pos, true, plies_left - 1) {
+                Some(v) => Some(v),
+                None => self.look_behind(pos),
+            };
+            pos.undo_move();
+            match v {
+                Some(v) if v.pn == 0 => {
+                    needed = hand_max(needed, v.hand);
+                    longest = longest.max(u32::from(v.plies));
+                }
+                _ => {
+                    if !self.aborted {
+                        let n = evasions.len() as u32;
+                        self.table.store(key, hand, Value::open(n, n).found(hand), 1);
+                    }
+                    return None;
+                }
+            }
+        }
+        let v = Value::proof(longest + 1, and_proof_pieces(pos, self.attacker, needed));
+        self.table.store(key, hand, v.found(hand), 1);
+        Some(v)
+    }
+
     /// Proves the OR node at `pos` (its checks `moves`) and stores the proof if one of them mates
     /// at once.
     fn mate_in_one(&mut self, pos: &mut Position, moves: &[Move], key: u64, hand: Hand) -> Option<Value> {
@@ -405,14 +499,12 @@ impl Search<'_, '_, '_> {
         let mut walk = pos.clone();
         self.path.truncate(1);
         let mut result = None;
-        for depth in 0..=max_plies {
+        // Proofs met through the table may run past `max_plies`; the line follows them there.
+        for depth in 0..=u32::from(u16::MAX) {
             let or = depth % 2 == 0;
-            let plies_left = max_plies - depth;
+            let plies_left = max_plies.saturating_sub(depth).max(1);
             if !or && !walk.has_legal_move() {
                 result = Some(line.clone());
-                break;
-            }
-            if plies_left == 0 {
                 break;
             }
             let Some(mv) = self.next_on_line(&mut walk, or, plies_left).or_else(|| {

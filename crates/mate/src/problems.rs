@@ -6,7 +6,10 @@ use koma_shogi::{Move, Position};
 
 /// `count` positions from random games played with `seed` (without their history).
 pub fn random_problems(count: usize, seed: u64) -> Vec<Position> {
-    let mut state = seed | 1;
+    // xorshift needs a nonzero state. Odd seeds are used as they are; an even one gets its top
+    // bit flipped and its low bit set, so that it differs from its odd neighbour (`seed | 1` made
+    // seeds 2 and 3 the same set).
+    let mut state = if seed % 2 == 1 { seed } else { seed ^ 0x8000_0000_0000_0001 };
     let mut below = |n: usize| {
         state ^= state << 13;
         state ^= state >> 7;
@@ -51,5 +54,6 @@ mod tests {
         );
         assert!(a.iter().all(|p| !p.checking_moves().is_empty() && p.has_legal_move()));
         assert_ne!(a[0].to_sfen(), random_problems(1, 8)[0].to_sfen());
+        assert_ne!(random_problems(1, 2)[0].to_sfen(), random_problems(1, 3)[0].to_sfen());
     }
 }

@@ -82,7 +82,7 @@ impl Table {
     }
 
     /// The best knowledge about the position `key` with attacker hand `hand` and `plies_left`
-    /// plies of search left: a proof held by a hand it dominates (short enough), a disproof
+    /// plies of search left: a proof held by a hand it dominates (of any length), a disproof
     /// held by a hand dominating it (for as many plies or more), or else the exact entry's
     /// numbers; `None` when nothing applies.
     pub fn lookup(&self, key: u64, hand: Hand, plies_left: u32) -> Option<Found> {
@@ -93,7 +93,7 @@ impl Table {
             }
             let found = Found { pn: e.pn, dn: e.dn, plies: e.plies, depth_limited: e.depth_limited, hand: e.hand };
             if e.pn == 0 {
-                if hand.dominates(e.hand) && u32::from(e.plies) <= plies_left {
+                if hand.dominates(e.hand) {
                     return Some(found);
                 }
             } else if e.dn == 0 {
@@ -153,10 +153,11 @@ mod tests {
         let mut t = Table::new(1);
         let proof = Found { pn: 0, dn: INF, plies: 5, depth_limited: false, hand: hand(1, 0) };
         t.store(42, hand(1, 0), proof, 10);
-        // A proof with one gold holds with more pieces, not with fewer, and only with 5 plies left.
+        // A proof with one gold holds with more pieces, not with fewer, and with fewer plies left
+        // than its mate's length too (a proof is a proof at any depth).
         assert_eq!(t.lookup(42, hand(1, 3), 7), Some(proof));
         assert_eq!(t.lookup(42, hand(0, 3), 7), None);
-        assert_eq!(t.lookup(42, hand(1, 0), 3), None);
+        assert_eq!(t.lookup(42, hand(1, 0), 3), Some(proof));
         // A disproof with two golds holds with fewer pieces; a depth-limited one only for as
         // many plies or fewer.
         let disproof = Found { pn: INF, dn: 0, plies: 9, depth_limited: true, hand: hand(2, 0) };

@@ -51,6 +51,25 @@ fn no_check_is_a_proof_and_limits_are_unknown() {
     assert!(solver.nodes() <= 1024, "{}", solver.nodes());
 }
 
+/// Every mate in three (and one) is proved by the look-ahead of the root alone, without a node:
+/// df-pn counts descents, and cshogi's df-pn proves these without one too.
+#[test]
+fn mates_in_three_cost_no_node() {
+    let mut solver = DfPn::new(4);
+    let mut threes = 0;
+    for pos in random_problems(1000, 0x5eed_0003) {
+        let MateResult::Mate(shortest) = MateSearch::new(200_000, None, None).run(&mut pos.clone(), 3) else {
+            continue;
+        };
+        let outcome = solver.search(&pos, &Limits { max_plies: 31, ..Limits::default() });
+        let sfen = pos.to_sfen();
+        assert!(matches!(&outcome, Outcome::Mate(line) if line.len() <= 3), "{sfen}: {outcome:?}");
+        assert_eq!(solver.nodes(), 0, "{sfen}: a mate in {} took nodes", shortest.len());
+        threes += usize::from(shortest.len() == 3);
+    }
+    assert!(threes >= 10, "only {threes} mates in three");
+}
+
 /// The game before the root does not hide a mate that repeats nothing.
 #[test]
 fn a_mate_after_a_repetition_in_the_game() {
@@ -62,14 +81,15 @@ fn a_mate_after_a_repetition_in_the_game() {
     assert_eq!(outcome, Outcome::Mate(vec![Move::from_usi("G*5b").unwrap()]));
 }
 
-/// Within the same depth, df-pn finds a mate exactly when the exact search does, every line it
-/// returns is a verified mate no longer than the depth, and where it proves that no mate exists
-/// the exact search finds none two plies deeper either.
+/// Within the same depth, df-pn finds a mate whenever the exact search does, every line it returns
+/// is a verified mate (longer than the depth only when the exact search found none within it: a
+/// proof met through a transposition), and where it proves that no mate exists the exact search
+/// finds none two plies deeper either.
 #[test]
 fn agrees_with_the_exact_search_on_random_positions() {
     const PLIES: u32 = 7;
     let mut solver = DfPn::new(16);
-    let (mut mates, mut others, mut skipped, mut proofs) = (0, 0, 0, 0);
+    let (mut mates, mut others, mut skipped, mut proofs, mut longer) = (0, 0, 0, 0, 0);
     for (i, pos) in random_problems(120, 0x5eed_0001).into_iter().enumerate() {
         let exact = MateSearch::new(1_000_000, None, None).run(&mut pos.clone(), PLIES);
         if exact == MateResult::Aborted {
@@ -81,9 +101,13 @@ fn agrees_with_the_exact_search_on_random_positions() {
         let sfen = pos.to_sfen();
         match (&exact, &outcome) {
             (MateResult::Mate(_), Outcome::Mate(line)) => {
-                assert!(line.len() as u32 <= PLIES, "position {i} {sfen}: {:?}", usi(line));
-                assert_eq!(verify_mate_line(&pos, line), Ok(()), "position {i} {sfen}");
+                assert_eq!(verify_mate_line(&pos, line), Ok(()), "position {i} {sfen}: {:?}", usi(line));
                 mates += 1;
+            }
+            (MateResult::NoMateWithin, Outcome::Mate(line)) => {
+                assert!(line.len() as u32 > PLIES, "position {i} {sfen}: {:?}", usi(line));
+                assert_eq!(verify_mate_line(&pos, line), Ok(()), "position {i} {sfen}: {:?}", usi(line));
+                longer += 1;
             }
             (MateResult::NoMate | MateResult::NoMateWithin, Outcome::NoMate | Outcome::NoMateWithin) => others += 1,
             _ => panic!("position {i} {sfen}: exact {exact:?}, df-pn {outcome:?}"),
@@ -100,7 +124,7 @@ fn agrees_with_the_exact_search_on_random_positions() {
     }
     assert!(
         mates >= 20 && others >= 20 && proofs >= 5,
-        "{mates} mates, {others} without ({proofs} proofs), {skipped} skipped"
+        "{mates} mates, {others} without ({proofs} proofs), {longer} longer mates, {skipped} skipped"
     );
 }
 

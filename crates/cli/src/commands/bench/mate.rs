@@ -44,6 +44,9 @@ struct Reference {
     decided: bool,
     nodes: u64,
     seconds: f64,
+    /// The length of cshogi's mate line (0 without one).
+    #[serde(default)]
+    plies: u32,
 }
 
 /// One solver's totals over the problem set.
@@ -73,6 +76,7 @@ pub fn run(args: Args) -> Result<()> {
     let limits = Limits { max_plies: args.depth, max_nodes: args.nodes, ..Limits::default() };
     let mut koma = Totals::default();
     let mut outcomes = Vec::with_capacity(problems.len());
+    let mut koma_nodes = Vec::with_capacity(problems.len());
     if !args.json {
         eprintln!("koma df-pn: {} problems, depth {}, {} nodes each …", problems.len(), args.depth, args.nodes);
     }
@@ -81,6 +85,7 @@ pub fn run(args: Args) -> Result<()> {
         let outcome = solver.search(pos, &limits);
         koma.seconds += start.elapsed().as_secs_f64();
         koma.nodes += solver.nodes();
+        koma_nodes.push(solver.nodes());
         match outcome {
             Outcome::Mate(_) => koma.mates += 1,
             Outcome::NoMate | Outcome::NoMateWithin => koma.no_mates += 1,
@@ -103,8 +108,8 @@ pub fn run(args: Args) -> Result<()> {
             bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
         }
         let mut cshogi = Totals::default();
-        let mut disagreements = Vec::new();
-        for ((pos, outcome), r) in problems.iter().zip(&outcomes).zip(&references) {
+        let (mut disagreements, mut cshogi_only, mut koma_only) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, ((pos, outcome), r)) in problems.iter().zip(&outcomes).zip(&references).enumerate() {
             cshogi.seconds += r.seconds;
             cshogi.nodes += r.nodes;
             match (r.mate, r.decided) {
@@ -113,9 +118,23 @@ pub fn run(args: Args) -> Result<()> {
                 (false, false) => cshogi.undecided += 1,
             }
             let koma_mate = matches!(outcome, Outcome::Mate(_));
-            let koma_refuted = matches!(outcome, Outcome::NoMate | Outcome::NoMateWithin);
+            // cshogi may prove a mate longer than the depth (through its table), which koma's
+            // "none within the depth" does not contradict.
+            let koma_refuted = match outcome {
+                Outcome::NoMate => true,
+                Outcome::NoMateWithin => r.plies <= args.depth,
+                _ => false,
+            };
             if (koma_mate && !r.mate && r.decided) || (koma_refuted && r.mate) {
                 disagreements.push(pos.to_sfen());
+            }
+            if r.mate && !koma_mate {
+                cshogi_only.push(
+                    json!({ "problem": i, "sfen": pos.to_sfen(), "cshogi_nodes": r.nodes, "cshogi_plies": r.plies }),
+                );
+            }
+            if koma_mate && !r.mate {
+                koma_only.push(json!({ "problem": i, "sfen": pos.to_sfen(), "koma_nodes": koma_nodes[i] }));
             }
         }
         let ratio = koma.json(problems.len())["problems_per_second"].as_f64().unwrap_or(f64::NAN)
@@ -123,6 +142,8 @@ pub fn run(args: Args) -> Result<()> {
         report["cshogi"] = cshogi.json(problems.len());
         report["problems_per_second_ratio_vs_cshogi"] = json!(ratio);
         report["disagreements"] = json!(disagreements);
+        report["mates_only_cshogi_found"] = json!(cshogi_only);
+        report["mates_only_koma_found"] = json!(koma_only);
     }
     if args.json {
         println!("{report}");
@@ -150,6 +171,15 @@ pub fn run(args: Args) -> Result<()> {
         }
         if let Some(r) = report["problems_per_second_ratio_vs_cshogi"].as_f64() {
             println!("problems/s, koma / cshogi: {r:.2}×");
+            for (key, who) in [("mates_only_cshogi_found", "only cshogi"), ("mates_only_koma_found", "only koma")] {
+                let found = report[key].as_array().map(Vec::as_slice).unwrap_or_default();
+                let problems: Vec<String> = found.iter().map(|m| m["problem"].to_string()).collect();
+                println!(
+                    "mates {who} found: {} {}",
+                    found.len(),
+                    if problems.is_empty() { String::new() } else { format!("(problems {})", problems.join(", ")) }
+                );
+            }
         }
     }
     if let Some(d) = report["disagreements"].as_array().filter(|d| !d.is_empty()) {
