@@ -287,10 +287,12 @@ impl Job {
         // nor the move limit: no root mate search under the former, and none longer than the
         // plies left under the latter.
         let mut root_plies = self.options.mate_root_plies as u32;
+        let mut draw_first = false;
         if self.options.max_moves_to_draw > 0 {
             let played = u64::from(pos.move_number().saturating_sub(1));
-            root_plies =
-                root_plies.min(self.options.max_moves_to_draw.saturating_sub(played).min(u64::from(u32::MAX)) as u32);
+            let left = self.options.max_moves_to_draw.saturating_sub(played).min(u64::from(u32::MAX)) as u32;
+            draw_first = left < root_plies;
+            root_plies = root_plies.min(left);
         }
         if root_plies == 0 || !restrict.is_empty() || rule.is_try() {
             return self.mcts(&mut pos, &net, budget, node_limit, &restrict, None);
@@ -305,6 +307,8 @@ impl Job {
             max_nodes: self.options.mate_root_nodes,
             deadline: None,
             stop: Some(&mate_stop),
+            // A mate longer than the plies left would come after the draw.
+            proofs_within_depth: draw_first,
         };
         let (answer, outcome) = std::thread::scope(|scope| {
             // Stops the solver however this closure ends: a panic in the MCTS would otherwise
@@ -610,11 +614,11 @@ impl Job {
             // same limits and four times the nodes the first proof took.
             let budget = nodes.saturating_mul(4).max(100_000);
             while line.len() > 1 {
-                let shorter = Limits { max_plies: line.len() as u32 - 2, max_nodes: budget, ..limits };
+                let shorter =
+                    Limits { max_plies: line.len() as u32 - 2, max_nodes: budget, proofs_within_depth: true, ..limits };
                 let again = solver.search(&self.pos, &shorter);
                 nodes += solver.nodes();
                 match again {
-                    // A proof met through a transposition may be longer than asked for.
                     Outcome::Mate(l) if l.len() < line.len() => *line = l,
                     _ => break,
                 }

@@ -49,11 +49,15 @@ pub struct Limits<'a> {
     pub max_nodes: u64,
     pub deadline: Option<Instant>,
     pub stop: Option<&'a AtomicBool>,
+    /// Use only proofs whose mate fits in the plies left, so that every line fits in
+    /// `max_plies` (for a move limit, or to look for a shorter mate). Off, transpositions prove
+    /// more mates at equal nodes.
+    pub proofs_within_depth: bool,
 }
 
 impl Default for Limits<'_> {
     fn default() -> Self {
-        Limits { max_plies: 255, max_nodes: u64::MAX, deadline: None, stop: None }
+        Limits { max_plies: 255, max_nodes: u64::MAX, deadline: None, stop: None, proofs_within_depth: false }
     }
 }
 
@@ -111,7 +115,7 @@ impl DfPn {
         let outcome = if s.aborted {
             Outcome::Unknown
         } else if root.pn == 0 {
-            match s.line(&mut pos, max_plies) {
+            match s.line(&mut pos, max_plies, u32::from(root.plies)) {
                 Some(line) if verify_mate_line(&pos, &line).is_ok() => Outcome::Mate(line),
                 _ => Outcome::Unknown,
             }
@@ -267,6 +271,12 @@ impl Search<'_, '_, '_> {
         }
     }
 
+    /// The table's knowledge of `key` with attacker hand `hand` and `plies_left` plies left.
+    fn lookup(&self, key: u64, hand: Hand, plies_left: u32) -> Option<Found> {
+        let proof_plies = if self.limits.proofs_within_depth { plies_left } else { u32::MAX };
+        self.table.lookup(key, hand, plies_left, proof_plies)
+    }
+
     /// The value of a child position (the move already made) from the path, the game and the
     /// table.
     fn probe(&self, pos: &Position, or: bool, plies_left: u32) -> Value {
@@ -282,7 +292,7 @@ impl Search<'_, '_, '_> {
         if self.history.contains(&h) {
             return Some(Value::repetition(HISTORY, pos.hand(self.attacker)));
         }
-        self.table.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left).map(Value::from_found)
+        self.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left).map(Value::from_found)
     }
 
     /// Searches the node at `pos` (an OR node when `or`) until it is solved, its numbers reach
@@ -310,7 +320,7 @@ impl Search<'_, '_, '_> {
         let nodes_before = self.nodes;
         // A new OR node: a mate in one or three proves it at once. One a look-ahead met already
         // has no mate in one.
-        let known = self.table.lookup(key, hand, plies_left);
+        let known = self.lookup(key, hand, plies_left);
         let looked_behind = known.is_some_and(|f| f.pn != 0 && f.dn != 0 && f.plies == LOOKED_BEHIND);
         if or && (known.is_none() || looked_behind) {
             if known.is_none() {
@@ -491,23 +501,25 @@ impl Search<'_, '_, '_> {
         None
     }
 
-    /// The mate line from a proved root: at OR nodes the proved check with the shortest mate,
-    /// at AND nodes the evasion with the longest. A node whose children's proofs were replaced in
-    /// the table is searched again. `None` if the line cannot be completed within the limits.
-    fn line(&mut self, pos: &mut Position, max_plies: u32) -> Option<Vec<Move>> {
+    /// The mate line from a root proved by a mate of `proof_plies`: at OR nodes the proved check
+    /// with the shortest mate, at AND nodes the evasion with the longest. A node whose children's
+    /// proofs were replaced in the table is searched again, with the plies its own proof took.
+    /// `None` if the line cannot be completed within the limits.
+    fn line(&mut self, pos: &mut Position, max_plies: u32, proof_plies: u32) -> Option<Vec<Move>> {
         let mut line = Vec::new();
         let mut walk = pos.clone();
         self.path.truncate(1);
         let mut result = None;
         // Proofs met through the table may run past `max_plies`; the line follows them there.
+        let mut needed = proof_plies;
         for depth in 0..=u32::from(u16::MAX) {
             let or = depth % 2 == 0;
-            let plies_left = max_plies.saturating_sub(depth).max(1);
+            let plies_left = max_plies.saturating_sub(depth).max(needed).max(1);
             if !or && !walk.has_legal_move() {
                 result = Some(line.clone());
                 break;
             }
-            let Some(mv) = self.next_on_line(&mut walk, or, plies_left).or_else(|| {
+            let Some((mv, plies)) = self.next_on_line(&mut walk, or, plies_left).or_else(|| {
                 // Re-prove the node (its children's entries may have been replaced) and retry.
                 let v = self.mid(&mut walk, or, INF, INF, plies_left);
                 if v.pn == 0 && !self.aborted {
@@ -524,13 +536,15 @@ impl Search<'_, '_, '_> {
             }
             self.path.push(walk.hash());
             line.push(mv);
+            needed = u32::from(plies);
         }
         self.path.truncate(1);
         result
     }
 
-    /// The move the line takes at `pos` if the table proves every child it needs.
-    fn next_on_line(&mut self, pos: &mut Position, or: bool, plies_left: u32) -> Option<Move> {
+    /// The move the line takes at `pos` if the table proves every child it needs, with the length
+    /// of the child's proof.
+    fn next_on_line(&mut self, pos: &mut Position, or: bool, plies_left: u32) -> Option<(Move, u16)> {
         let moves = node_moves(pos, or);
         let mut chosen: Option<(Move, u16)> = None;
         for mv in moves {
@@ -561,7 +575,7 @@ impl Search<'_, '_, '_> {
                 chosen = Some((mv, v.plies));
             }
         }
-        chosen.map(|(mv, _)| mv)
+        chosen
     }
 }
 
@@ -770,9 +784,9 @@ mod tests {
         let (solver, pos, outcome) = solved("4k4/9/4P4/9/9/9/9/9/4K4 b 2GP 1");
         assert_eq!(outcome, Outcome::Mate(vec![Move::from_usi("G*5b").unwrap()]));
         let gold = hand(&[(PieceType::Gold, 1)]);
-        let found = solver.table.lookup(pos.board_hash(), gold, 1).expect("the proof answers for one gold");
+        let found = solver.table.lookup(pos.board_hash(), gold, 1, INF).expect("the proof answers for one gold");
         assert_eq!((found.pn, found.hand), (0, gold));
-        assert_eq!(solver.table.lookup(pos.board_hash(), hand(&[(PieceType::Pawn, 1)]), 1), None);
+        assert_eq!(solver.table.lookup(pos.board_hash(), hand(&[(PieceType::Pawn, 1)]), 1, INF), None);
     }
 
     #[test]
@@ -782,7 +796,7 @@ mod tests {
         let (solver, pos, outcome) = solved("4k4/9/4PG3/9/9/9/9/9/4K4 b RP 1");
         assert!(matches!(&outcome, Outcome::Mate(line) if line.len() == 1 && !line[0].is_drop()), "{outcome:?}");
         for h in [Hand::EMPTY, hand(&[(PieceType::Rook, 1)]), hand(&[(PieceType::Silver, 2)])] {
-            let found = solver.table.lookup(pos.board_hash(), h, 1).expect("a proof for any hand");
+            let found = solver.table.lookup(pos.board_hash(), h, 1, INF).expect("a proof for any hand");
             assert_eq!((found.pn, found.hand), (0, Hand::EMPTY));
         }
     }
@@ -795,9 +809,9 @@ mod tests {
         assert_eq!(outcome, Outcome::NoMate);
         let key = pos.board_hash();
         for h in [Hand::EMPTY, hand(&[(PieceType::Pawn, 1)]), hand(&[(PieceType::Pawn, 3)])] {
-            assert_eq!(solver.table.lookup(key, h, 7).map(|f| f.dn), Some(0), "{h:?}");
+            assert_eq!(solver.table.lookup(key, h, 7, INF).map(|f| f.dn), Some(0), "{h:?}");
         }
-        assert_eq!(solver.table.lookup(key, hand(&[(PieceType::Pawn, 1), (PieceType::Silver, 1)]), 7), None);
+        assert_eq!(solver.table.lookup(key, hand(&[(PieceType::Pawn, 1), (PieceType::Silver, 1)]), 7, INF), None);
     }
 
     #[test]

@@ -29,7 +29,8 @@ pub struct Entry {
     pub pn: u32,
     pub dn: u32,
     /// Solved entries: a proof's mate length (plies, an upper bound), or for a depth-limited
-    /// disproof the plies that were left (it holds for that many or fewer).
+    /// disproof the plies that were left (it holds for that many or fewer). Open entries: 0, or
+    /// df-pn's mark for an OR node known to have no mate in one and not yet expanded.
     pub plies: u16,
     /// A disproof that relied on the depth limit.
     pub depth_limited: bool,
@@ -82,29 +83,33 @@ impl Table {
     }
 
     /// The best knowledge about the position `key` with attacker hand `hand` and `plies_left`
-    /// plies of search left: a proof held by a hand it dominates (of any length), a disproof
-    /// held by a hand dominating it (for as many plies or more), or else the exact entry's
-    /// numbers; `None` when nothing applies.
-    pub fn lookup(&self, key: u64, hand: Hand, plies_left: u32) -> Option<Found> {
-        let mut exact = None;
+    /// plies of search left: a proof held by a hand it dominates (whose mate takes at most
+    /// `proof_plies`), a disproof held by a hand dominating it (a depth-limited one only for as
+    /// many plies or more, and never before a proof: "no mate within 5" and "mate in 9" are both
+    /// true), or else the exact entry's numbers; `None` when nothing applies.
+    pub fn lookup(&self, key: u64, hand: Hand, plies_left: u32, proof_plies: u32) -> Option<Found> {
+        let (mut exact, mut limited) = (None, None);
         for e in &self.entries[self.cluster(key)] {
             if e.key != key || e.generation != self.generation {
                 continue;
             }
             let found = Found { pn: e.pn, dn: e.dn, plies: e.plies, depth_limited: e.depth_limited, hand: e.hand };
             if e.pn == 0 {
-                if hand.dominates(e.hand) {
+                if hand.dominates(e.hand) && u32::from(e.plies) <= proof_plies {
                     return Some(found);
                 }
             } else if e.dn == 0 {
-                if e.hand.dominates(hand) && (!e.depth_limited || plies_left <= u32::from(e.plies)) {
+                if e.hand.dominates(hand) && !e.depth_limited {
                     return Some(found);
+                }
+                if e.hand.dominates(hand) && plies_left <= u32::from(e.plies) {
+                    limited.get_or_insert(found);
                 }
             } else if e.hand == hand {
                 exact = Some(found);
             }
         }
-        exact
+        limited.or(exact)
     }
 
     /// Stores a result for `key` computed with attacker hand `hand`, keyed by `found.hand` (the
@@ -141,6 +146,9 @@ mod tests {
     use super::*;
     use koma_shogi::PieceType;
 
+    /// Proofs of any length.
+    const ANY: u32 = u32::MAX;
+
     fn hand(golds: u32, pawns: u32) -> Hand {
         let mut h = Hand::EMPTY;
         h.set(PieceType::Gold, golds);
@@ -155,31 +163,47 @@ mod tests {
         t.store(42, hand(1, 0), proof, 10);
         // A proof with one gold holds with more pieces, not with fewer, and with fewer plies left
         // than its mate's length too (a proof is a proof at any depth).
-        assert_eq!(t.lookup(42, hand(1, 3), 7), Some(proof));
-        assert_eq!(t.lookup(42, hand(0, 3), 7), None);
-        assert_eq!(t.lookup(42, hand(1, 0), 3), Some(proof));
+        assert_eq!(t.lookup(42, hand(1, 3), 7, ANY), Some(proof));
+        assert_eq!(t.lookup(42, hand(0, 3), 7, ANY), None);
+        assert_eq!(t.lookup(42, hand(1, 0), 3, ANY), Some(proof));
+        // Unless proofs are bounded: then only a mate that fits.
+        assert_eq!(t.lookup(42, hand(1, 0), 7, 5), Some(proof));
+        assert_eq!(t.lookup(42, hand(1, 0), 7, 3), None);
         // A disproof with two golds holds with fewer pieces; a depth-limited one only for as
         // many plies or fewer.
         let disproof = Found { pn: INF, dn: 0, plies: 9, depth_limited: true, hand: hand(2, 0) };
         t.store(7, hand(2, 0), disproof, 10);
-        assert_eq!(t.lookup(7, hand(1, 0), 9), Some(disproof));
-        assert_eq!(t.lookup(7, hand(2, 1), 9), None);
-        assert_eq!(t.lookup(7, hand(1, 0), 11), None);
+        assert_eq!(t.lookup(7, hand(1, 0), 9, ANY), Some(disproof));
+        assert_eq!(t.lookup(7, hand(2, 1), 9, ANY), None);
+        assert_eq!(t.lookup(7, hand(1, 0), 11, ANY), None);
         // Unsolved numbers only for the exact hand.
         let open = Found { pn: 3, dn: 4, plies: 0, depth_limited: false, hand: hand(1, 1) };
         t.store(9, hand(1, 1), open, 10);
-        assert_eq!(t.lookup(9, hand(1, 1), 1), Some(open));
-        assert_eq!(t.lookup(9, hand(1, 2), 1), None);
+        assert_eq!(t.lookup(9, hand(1, 1), 1, ANY), Some(open));
+        assert_eq!(t.lookup(9, hand(1, 2), 1, ANY), None);
         // A proof computed with a larger hand but keyed by its proof pieces replaces the open
         // entry of that hand and answers for every hand holding the pieces.
         let pieces = Found { pn: 0, dn: INF, plies: 3, depth_limited: false, hand: hand(0, 1) };
         t.store(9, hand(1, 1), pieces, 20);
-        assert_eq!(t.lookup(9, hand(1, 1), 3), Some(pieces));
-        assert_eq!(t.lookup(9, hand(0, 1), 3), Some(pieces));
-        assert_eq!(t.lookup(9, hand(1, 0), 3), None);
+        assert_eq!(t.lookup(9, hand(1, 1), 3, ANY), Some(pieces));
+        assert_eq!(t.lookup(9, hand(0, 1), 3, ANY), Some(pieces));
+        assert_eq!(t.lookup(9, hand(1, 0), 3, ANY), None);
         // A new search forgets everything.
         t.new_search();
-        assert_eq!(t.lookup(42, hand(1, 3), 7), None);
+        assert_eq!(t.lookup(42, hand(1, 3), 7, ANY), None);
+    }
+
+    #[test]
+    fn a_proof_comes_before_a_depth_limited_disproof() {
+        let mut t = Table::new(1);
+        let limited = Found { pn: INF, dn: 0, plies: 5, depth_limited: true, hand: hand(2, 0) };
+        let proof = Found { pn: 0, dn: INF, plies: 9, depth_limited: false, hand: hand(1, 0) };
+        t.store(42, hand(2, 0), limited, 10);
+        t.store(42, hand(1, 0), proof, 10);
+        // Both hold for one gold with 5 plies left (no mate within 5, a mate in 9): the proof wins.
+        assert_eq!(t.lookup(42, hand(1, 0), 5, ANY), Some(proof));
+        // Where the proof is too long to count, the disproof answers.
+        assert_eq!(t.lookup(42, hand(1, 0), 5, 5), Some(limited));
     }
 
     #[test]
@@ -196,8 +220,8 @@ mod tests {
         }
         t.store(key(CLUSTER), Hand::EMPTY, open, 5);
         // The cheapest unsolved entry (key 1) went; the proof stayed.
-        assert_eq!(t.lookup(key(0), Hand::EMPTY, 1), Some(proof));
-        assert_eq!(t.lookup(key(1), Hand::EMPTY, 1), None);
-        assert_eq!(t.lookup(key(CLUSTER), Hand::EMPTY, 1), Some(open));
+        assert_eq!(t.lookup(key(0), Hand::EMPTY, 1, ANY), Some(proof));
+        assert_eq!(t.lookup(key(1), Hand::EMPTY, 1, ANY), None);
+        assert_eq!(t.lookup(key(CLUSTER), Hand::EMPTY, 1, ANY), Some(open));
     }
 }

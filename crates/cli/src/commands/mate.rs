@@ -14,9 +14,14 @@ use super::rules::serve_json_lines;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The longest mate searched, in plies (attacker and defender moves).
+    /// The depth searched, in plies (attacker and defender moves): every mate this long or
+    /// shorter is found given the nodes; a longer one only through a transposition.
     #[arg(long, default_value_t = 31)]
     plies: u32,
+    /// Report only mates that fit in `--plies` (proofs met through transpositions that take
+    /// longer are not used; fewer mates at equal nodes).
+    #[arg(long)]
+    within_plies: bool,
     /// Descents (moves made in the search) before giving up: `unknown`.
     #[arg(long, default_value_t = 1_000_000)]
     nodes: u64,
@@ -41,6 +46,7 @@ pub fn run(args: Args) -> Result<()> {
             max_nodes: args.nodes,
             deadline: (args.millis > 0).then(|| started + Duration::from_millis(args.millis)),
             stop: None,
+            proofs_within_depth: args.within_plies,
         };
         let outcome = solver.search(&pos, &limits);
         let seconds = started.elapsed().as_secs_f64();
