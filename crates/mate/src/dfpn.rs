@@ -320,7 +320,7 @@ impl Search<'_, '_, '_> {
         let nodes_before = self.nodes;
         // A new OR node: a mate in one or three proves it at once. One a look-ahead met already
         // has no mate in one.
-        let known = self.lookup(key, hand, plies_left);
+        let known = if or { self.lookup(key, hand, plies_left) } else { None };
         let looked_behind = known.is_some_and(|f| f.pn != 0 && f.dn != 0 && f.plies == LOOKED_BEHIND);
         if or && (known.is_none() || looked_behind) {
             if known.is_none() {
@@ -438,7 +438,7 @@ impl Search<'_, '_, '_> {
                 return None;
             }
             if let Some(child) = proved {
-                let v = Value::proof(u32::from(child.plies) + 1, or_proof_pieces(pos, self.attacker, m, child.hand));
+                let v = or_proof(pos, self.attacker, m, child);
                 self.table.store(key, hand, v.found(hand), 1);
                 return Some(v);
             }
@@ -455,7 +455,7 @@ impl Search<'_, '_, '_> {
             return None;
         }
         let evasions = node_moves(pos, false);
-        let (mut needed, mut longest) = (Hand::EMPTY, 0);
+        let mut proofs = Vec::with_capacity(evasions.len());
         for &e in &evasions {
             pos.do_move(e);
             let v = match self.probe_new(pos, true, plies_left - 1) {
@@ -464,10 +464,7 @@ impl Search<'_, '_, '_> {
             };
             pos.undo_move();
             match v {
-                Some(v) if v.pn == 0 => {
-                    needed = hand_max(needed, v.hand);
-                    longest = longest.max(u32::from(v.plies));
-                }
+                Some(v) if v.pn == 0 => proofs.push(v),
                 _ => {
                     if !self.aborted {
                         let n = evasions.len() as u32;
@@ -477,7 +474,7 @@ impl Search<'_, '_, '_> {
                 }
             }
         }
-        let v = Value::proof(longest + 1, and_proof_pieces(pos, self.attacker, needed));
+        let v = and_proof(pos, self.attacker, proofs.into_iter());
         self.table.store(key, hand, v.found(hand), 1);
         Some(v)
     }
@@ -618,6 +615,19 @@ fn most_proving(or: bool, kids: &[Child]) -> (usize, u32) {
     (best, second)
 }
 
+/// An OR node's proof through the check `mv`, whose position `child` proves.
+fn or_proof(pos: &Position, attacker: Color, mv: Move, child: Value) -> Value {
+    Value::proof(u32::from(child.plies) + 1, or_proof_pieces(pos, attacker, mv, child.hand))
+}
+
+/// An AND node's proof from the proofs of every evasion's position: as long as the longest, with
+/// the pieces the most demanding needs.
+fn and_proof(pos: &Position, attacker: Color, proofs: impl Iterator<Item = Value>) -> Value {
+    let (plies, needed) =
+        proofs.fold((0, Hand::EMPTY), |(plies, needed), v| (plies.max(u32::from(v.plies)), hand_max(needed, v.hand)));
+    Value::proof(plies + 1, and_proof_pieces(pos, attacker, needed))
+}
+
 /// The node's value once its loop ended, with its proof or disproof pieces.
 fn summarize(pos: &Position, attacker: Color, or: bool, kids: &[Child], plies_left: u32) -> Value {
     let (pn, dn) = numbers(or, kids);
@@ -625,11 +635,9 @@ fn summarize(pos: &Position, attacker: Color, or: bool, kids: &[Child], plies_le
         let proved = kids.iter().filter(|k| k.value.pn == 0);
         return if or {
             let best = proved.min_by_key(|k| k.value.plies).expect("pn 0 has a proved child");
-            Value::proof(u32::from(best.value.plies) + 1, or_proof_pieces(pos, attacker, best.mv, best.value.hand))
+            or_proof(pos, attacker, best.mv, best.value)
         } else {
-            let plies = proved.clone().map(|k| u32::from(k.value.plies)).max().unwrap_or(0);
-            let needed = proved.fold(Hand::EMPTY, |h, k| hand_max(h, k.value.hand));
-            Value::proof(plies + 1, and_proof_pieces(pos, attacker, needed))
+            and_proof(pos, attacker, proved.map(|k| k.value))
         };
     }
     if dn == 0 {
