@@ -56,6 +56,15 @@ def shards(run):
     return sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".h5"))
 
 
+def shard_games(path):
+    """The seed attribute and every game's moves (as bytes) of a shard."""
+    with h5py.File(path, "r") as f:
+        seed = f.attrs.get("selfplay_seed")
+        seed = seed.decode() if isinstance(seed, bytes) else seed
+        offsets, moves = f["game_move_offsets"][()], f["game_moves"][()]
+        return seed, [moves[offsets[g]:offsets[g + 1]].tobytes() for g in range(len(offsets) - 1)]
+
+
 def read_shard(path):
     with h5py.File(path, "r") as f:
         models = [m.decode() if isinstance(m, bytes) else str(m) for m in f["game_model"][()]]
@@ -183,6 +192,39 @@ def test_stages_run_as_separate_processes_and_stop_on_ctrl_c(koma_bin, tmp_path,
     state = json.load(open(os.path.join(run, "train", "state", "state.json")))
     assert state["step"] == tr["final_step"]
     assert sum(read_shard(s)[0] for s in shards(run)) > n0
+
+
+def test_two_selfplay_processes_on_one_run_play_different_games(koma_bin, tmp_path, config):
+    """Two `koma selfplay --run DIR --follow` processes with the same model and config (no trainer,
+    so both play model 0 throughout) draw their own seeds and play different games; each shard
+    records its process's seed. Before each process drew its own seed, every game of the second
+    repeated one of the first."""
+    run = str(tmp_path / "run")
+    made = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "1", "--no-report", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    before = set(shards(run))
+    procs = [subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
+                              env=dict(os.environ, KOMA_HOST=f"host-{k}"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for k in "ab"]
+    by_host = lambda h: [s for s in shards(run) if os.path.basename(s).startswith(f"selfplay-{h}-") and s not in before]
+    try:
+        for k, p in zip("ab", procs):
+            wait_for(lambda: len(by_host(f"host-{k}")) >= 2, 300, p, f"two shards from host-{k}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        for p in procs:
+            p.communicate(timeout=120)
+    games = {}
+    for k in "ab":
+        seeds = {shard_games(s)[0] for s in by_host(f"host-{k}")}
+        assert len(seeds) == 1 and None not in seeds, seeds
+        games[k] = (seeds.pop(), [g for s in by_host(f"host-{k}") for g in shard_games(s)[1]])
+    assert games["a"][0] != games["b"][0], "both processes drew the same seed"
+    repeated = set(games["a"][1]) & set(games["b"][1])
+    assert not repeated, f"{len(repeated)} of {len(games['b'][1])} games of one process repeat the other's"
 
 
 def test_reaching_the_step_count_ends_the_run_normally_with_its_report(koma_bin, tmp_path, config):

@@ -9,9 +9,12 @@ use koma_shogi::record::result_is_consistent;
 use koma_shogi::{Color, GameResult, Move, Position};
 use serde::Serialize;
 
+use crate::calibration::{Calibration, CalibrationSums};
 use crate::error::{DataError, Result};
 use crate::packed::{PackedPosition, PACKED_BYTES, PACKED_ENCODING};
-use crate::sample::{end_reason_from_code, end_reason_name, flags, result_for, winner_from_code, PLY_UNKNOWN};
+use crate::sample::{
+    end_reason_from_code, end_reason_name, flags, result_for, winner_from_code, RootValues, PLY_UNKNOWN,
+};
 use crate::shard::{ShardReader, MOVE_ENCODING};
 
 /// Every `.h5` file under the given files and directories (recursively, sorted).
@@ -65,6 +68,8 @@ pub struct RawShard {
     pub game_first_sample: Vec<u32>,
     pub game_move_offsets: Vec<u32>,
     pub game_moves: Vec<u16>,
+    /// Root value estimates per sample (`ROOT_VALUE_NAMES`), when the shard has them.
+    pub root_values: Option<Vec<RootValues>>,
 }
 
 impl RawShard {
@@ -91,6 +96,7 @@ impl RawShard {
             game_first_sample: reader.dataset_raw("game_first_sample")?,
             game_move_offsets: reader.dataset_raw("game_move_offsets")?,
             game_moves: reader.dataset_raw("game_moves")?,
+            root_values: reader.root_values()?,
         })
     }
 
@@ -199,6 +205,10 @@ pub struct ShardStats {
     pub no_resign: u64,
     pub imported: u64,
     pub policy: PolicyStats,
+    /// The value estimates against the results (`None` without any value estimate).
+    pub calibration: Option<Calibration>,
+    #[serde(skip)]
+    calibration_sums: CalibrationSums,
     /// Policy-target mass per (move code, side to move), indexed `move + 65536 · colour`.
     #[serde(skip)]
     pub move_mass: Vec<f64>,
@@ -243,6 +253,7 @@ impl ShardStats {
             let wdl = raw.root_wdl[i];
             self.samples_with_root_value += (wdl.iter().sum::<f32>() > 0.0) as u64;
             self.samples_ply_unknown += (raw.ply[i] == PLY_UNKNOWN) as u64;
+            self.calibration_sums.add(raw.ply[i], raw.result[i], wdl, raw.root_values.as_ref().map(|v| &v[i]));
             let f = raw.flags[i];
             self.full_search += (f & flags::FULL_SEARCH != 0) as u64;
             self.no_resign += (f & flags::NO_RESIGN != 0) as u64;
@@ -305,6 +316,7 @@ pub fn shard_stats(paths: &[PathBuf], progress: &mut dyn FnMut(&Path, usize)) ->
     stats.policy.mean_per_sample =
         if stats.samples > 0 { stats.policy.entries as f64 / stats.samples as f64 } else { 0.0 };
     stats.game_length = Distribution::of(lengths, 20);
+    stats.calibration = stats.calibration_sums.finish();
     stats
 }
 

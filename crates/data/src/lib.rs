@@ -6,6 +6,7 @@
 //! game records and dlshogi hcpe files ([`hcp`]) into shards; [`inspect`] gives statistics and
 //! checks of shards.
 
+pub mod calibration;
 mod error;
 pub mod hcp;
 pub mod host;
@@ -21,8 +22,8 @@ pub use error::{DataError, Result};
 pub use packed::{PackError, PackedPosition, PACKED_BYTES, PACKED_ENCODING};
 pub use sample::{
     end_reason_code, end_reason_from_code, end_reason_name, flags, result_for, winner_code, winner_from_code,
-    GameSamples, Sample, PLY_UNKNOWN,
+    GameSamples, RootValues, Sample, PLY_UNKNOWN, ROOT_VALUE_NAMES,
 };
-pub use shard::{write_shard, GameInfo, ShardReader, FORMAT, FORMAT_VERSION, MOVE_ENCODING};
+pub use shard::{write_shard, write_shard_with, GameInfo, ShardReader, FORMAT, FORMAT_VERSION, MOVE_ENCODING};
 pub use window::{ReplayWindow, SampleWeights, WindowSize};
 pub use writer::{ShardWriter, WriterSummary};

@@ -62,7 +62,19 @@ pub struct GameSamples {
     /// Every move of the game, recorded or not (cheap-search moves make no sample).
     pub moves: Vec<Move>,
     pub samples: Vec<Sample>,
+    /// The search's estimates of each sample's root value ([`ROOT_VALUE_NAMES`]), one per sample
+    /// when the games were searched (self-play), else empty: what `koma data stats` calibrates
+    /// against the results.
+    pub root_values: Vec<RootValues>,
 }
+
+/// The root value estimates a shard keeps per sample (`root_values` columns), each in [-1, 1] for
+/// the side to move: the network's value, the mean over the root's visits, Gumbel's v_mix and
+/// the improved policy's value (koma-mcts's `RootValue`, docs/mcts.md).
+pub const ROOT_VALUE_NAMES: [&str; 4] = ["network", "visits", "mixed", "improved"];
+
+/// One sample's [`ROOT_VALUE_NAMES`] estimates.
+pub type RootValues = [f32; ROOT_VALUE_NAMES.len()];
 
 /// Stable one-byte codes for how a game ended, as stored in shards.
 pub fn end_reason_code(reason: EndReason) -> u8 {

@@ -12,7 +12,10 @@ use ndarray::Array1;
 
 use crate::error::{h5, DataError, Result};
 use crate::packed::{PackedPosition, PACKED_BYTES, PACKED_ENCODING};
-use crate::sample::{end_reason_code, end_reason_from_code, winner_code, winner_from_code, GameSamples, Sample};
+use crate::sample::{
+    end_reason_code, end_reason_from_code, winner_code, winner_from_code, GameSamples, RootValues, Sample,
+    ROOT_VALUE_NAMES,
+};
 
 pub const FORMAT: &str = "koma-replay";
 pub const FORMAT_VERSION: u32 = 1;
@@ -55,6 +58,12 @@ fn quantize(weight: f32) -> u16 {
 
 /// Writes `games` to `path` atomically (temporary file, fsync, rename). Returns the sample count.
 pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
+    write_shard_with(path, games, &[])
+}
+
+/// [`write_shard`] with string attributes of the file besides the format's own (self-play's
+/// `selfplay_seed`, say).
+pub fn write_shard_with(path: &Path, games: &[GameSamples], attributes: &[(String, String)]) -> Result<usize> {
     let tmp = path.with_extension("h5.tmp");
     let n: usize = games.iter().map(|g| g.samples.len()).sum();
     let mut position = Vec::with_capacity(n);
@@ -92,6 +101,18 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
     let winners: Vec<i8> = games.iter().map(|g| winner_code(g.result.winner)).collect();
     let ends: Vec<u8> = games.iter().map(|g| end_reason_code(g.result.reason)).collect();
     let lengths: Vec<u16> = games.iter().map(|g| g.length).collect();
+    // Root value estimates: a row per sample, NaN for the samples of games without them.
+    let root_values: Vec<RootValues> = if games.iter().any(|g| !g.root_values.is_empty()) {
+        games
+            .iter()
+            .flat_map(|g| {
+                (0..g.samples.len())
+                    .map(move |i| g.root_values.get(i).copied().unwrap_or([f32::NAN; ROOT_VALUE_NAMES.len()]))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut move_offsets = vec![0u32];
     let mut game_moves = Vec::new();
     for g in games {
@@ -105,6 +126,9 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
         file.new_attr::<u32>().shape(()).create("format_version")?.as_writer().write_scalar(&FORMAT_VERSION)?;
         write_attr_str(&file, "position_encoding", PACKED_ENCODING)?;
         write_attr_str(&file, "move_encoding", MOVE_ENCODING)?;
+        for (name, value) in attributes {
+            write_attr_str(&file, name, value)?;
+        }
         write_array(&file, "position", &position, SAMPLE_CHUNK)?;
         write_array(&file, "move", &moves, SAMPLE_CHUNK)?;
         write_array(&file, "root_wdl", &root_wdl, SAMPLE_CHUNK)?;
@@ -123,6 +147,9 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
         write_array(&file, "game_first_sample", &first_sample, SAMPLE_CHUNK)?;
         write_array(&file, "game_move_offsets", &move_offsets, SAMPLE_CHUNK)?;
         write_array(&file, "game_moves", &game_moves, POLICY_CHUNK)?;
+        if !root_values.is_empty() {
+            write_array(&file, "root_values", &root_values, SAMPLE_CHUNK)?;
+        }
         file.flush()?;
         Ok(())
     };
@@ -418,6 +445,22 @@ impl ShardReader {
     /// All samples, in order.
     pub fn read_all(&self) -> Result<Vec<Sample>> {
         self.read_range(0..self.len())
+    }
+
+    /// Every sample's root value estimates ([`ROOT_VALUE_NAMES`]; NaN where a game had none), or
+    /// `None` when the shard has none (imports, shards written before December 2026).
+    pub fn root_values(&self) -> Result<Option<Vec<RootValues>>> {
+        if self.file.link_exists("root_values") {
+            let values: Vec<RootValues> = self.dataset_raw("root_values")?;
+            if values.len() != self.len() {
+                return Err(DataError::Inconsistent {
+                    path: self.path.clone(),
+                    what: format!("root_values has {} rows for {} samples", values.len(), self.len()),
+                });
+            }
+            return Ok(Some(values));
+        }
+        Ok(None)
     }
 
     /// A whole dataset, with an error naming it.

@@ -9,7 +9,7 @@ use crossbeam::channel::{unbounded, Sender};
 
 use crate::error::{DataError, Result};
 use crate::sample::GameSamples;
-use crate::shard::write_shard;
+use crate::shard::write_shard_with;
 
 /// What the writer wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +44,16 @@ fn next_sequence(dir: &Path, prefix: &str) -> Result<u64> {
 impl ShardWriter {
     /// Starts the writer thread; shards are named `DIR/PREFIX-NNNNNN.h5`.
     pub fn spawn(dir: &Path, prefix: &str, games_per_shard: usize) -> Result<ShardWriter> {
+        ShardWriter::spawn_with_attributes(dir, prefix, games_per_shard, Vec::new())
+    }
+
+    /// [`ShardWriter::spawn`], every shard carrying these string attributes (self-play's seed).
+    pub fn spawn_with_attributes(
+        dir: &Path,
+        prefix: &str,
+        games_per_shard: usize,
+        attributes: Vec<(String, String)>,
+    ) -> Result<ShardWriter> {
         std::fs::create_dir_all(dir).map_err(|source| DataError::Io { path: dir.to_path_buf(), source })?;
         let mut sequence = next_sequence(dir, prefix)?;
         let (sender, receiver) = unbounded::<GameSamples>();
@@ -61,7 +71,7 @@ impl ShardWriter {
                     }
                     let path = dir.join(format!("{prefix}-{sequence:06}.h5"));
                     sequence += 1;
-                    let samples = write_shard(&path, pending)?;
+                    let samples = write_shard_with(&path, pending, &attributes)?;
                     tracing::debug!(shard = %path.display(), games = pending.len(), samples, "wrote shard");
                     summary.games += pending.len();
                     summary.samples += samples;

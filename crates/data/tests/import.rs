@@ -217,6 +217,7 @@ fn verify_reports_broken_datasets() {
         model: String::new(),
         moves,
         samples: game_samples,
+        root_values: Vec::new(),
     };
     let good = dir.path().join("good.h5");
     write_shard(&good, &[game]).unwrap();

@@ -65,6 +65,12 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
         length: samples.len() as u16,
         model: format!("model-{index}"),
         moves: moves_played,
+        // Every other game has root value estimates: a shard mixes both kinds.
+        root_values: if index % 2 == 0 {
+            (0..samples.len()).map(|i| [i as f32 / 100.0, -0.5, 0.25, index as f32 / 1000.0]).collect()
+        } else {
+            Vec::new()
+        },
         samples,
     }
 }
@@ -151,6 +157,25 @@ fn shard_round_trip_and_game_metadata() {
         assert_eq!(info.moves, game.moves);
     }
     assert!(matches!(reader.read(&[n]), Err(DataError::BadSample { .. })));
+    // Root value estimates: each game's own rows, NaN rows for a game without them.
+    let values = reader.root_values().unwrap().expect("the shard has root values");
+    assert_eq!(values.len(), n);
+    for (info, game) in infos.iter().zip(&games) {
+        for (k, row) in info.samples.clone().enumerate() {
+            match game.root_values.get(k) {
+                Some(expected) => assert_eq!(&values[row], expected),
+                None => assert!(values[row].iter().all(|v| v.is_nan())),
+            }
+        }
+    }
+    assert_eq!(reader.attr_string("selfplay_seed"), None);
+    // Attributes given to the writer are kept; a shard of games without estimates has none.
+    let plain: Vec<GameSamples> = games.iter().filter(|g| g.root_values.is_empty()).cloned().collect();
+    let other = dir.path().join("b.h5");
+    koma_data::write_shard_with(&other, &plain, &[("selfplay_seed".into(), "12345".into())]).unwrap();
+    let reader = ShardReader::open(&other).unwrap();
+    assert_eq!(reader.attr_string("selfplay_seed").as_deref(), Some("12345"));
+    assert_eq!(reader.root_values().unwrap(), None);
 }
 
 fn expect_error(path: &Path, what: &str) -> String {

@@ -148,27 +148,37 @@ fn completed_q(logits: &[f32], children: &[RootChild], net_value: f32) -> Vec<f3
     completed(logits, children, unit(net_value), |c| c.q.map(unit))
 }
 
-/// Visited moves keep `own`; unvisited ones get v_mix = (v̂ + N / Σ_visited π · Σ_visited π·own)
-/// / (1 + N), where v̂ is the network's estimate for the root and π the prior.
+/// Visited moves keep `own`; unvisited ones get [`mixed_value`].
 fn completed(
     logits: &[f32],
     children: &[RootChild],
     network: f32,
     own: impl Fn(&RootChild) -> Option<f32>,
 ) -> Vec<f32> {
+    let mixed = mixed_value(logits.iter().map(|l| l.exp()), children, network, &own);
+    children.iter().map(|c| if c.visits > 0 { own(c).unwrap_or(mixed) } else { mixed }).collect()
+}
+
+/// The paper's v_mix: (v̂ + N / Σ_visited π · Σ_visited π·own) / (1 + N), where v̂ is the network's
+/// estimate for the root, N the root's visits and π the prior (`priors`, one per child): the
+/// prior policy's value, its visited moves' searched values standing in for their network values.
+pub(crate) fn mixed_value(
+    priors: impl Iterator<Item = f32>,
+    children: &[RootChild],
+    network: f32,
+    own: impl Fn(&RootChild) -> Option<f32>,
+) -> f32 {
     let total_visits: u32 = children.iter().map(|c| c.visits).sum();
     let (mut visited_prior, mut weighted) = (0.0f32, 0.0f32);
-    for (c, l) in children.iter().zip(logits) {
+    for (c, p) in children.iter().zip(priors) {
         if let (true, Some(x)) = (c.visits > 0, own(c)) {
-            let p = l.exp();
             visited_prior += p;
             weighted += p * x;
         }
     }
-    let mixed = if visited_prior > 0.0 {
+    if visited_prior > 0.0 {
         (network + total_visits as f32 / visited_prior * weighted) / (1.0 + total_visits as f32)
     } else {
         network
-    };
-    children.iter().map(|c| if c.visits > 0 { own(c).unwrap_or(mixed) } else { mixed }).collect()
+    }
 }

@@ -21,5 +21,5 @@ pub use config::{RootSelection, SearchConfig};
 pub use evaluator::{check_evaluations, panic_message, EvalError, Evaluation, Evaluator, UniformEvaluator};
 pub use inference::{EvaluatorSlot, InferenceClient, InferenceCounts, InferenceServer, InferenceStats, Pending};
 pub use rng::Rng;
-pub use search::{LeafId, RootChild, Search, Selection};
+pub use search::{LeafId, RootChild, RootValue, Search, Selection};
 pub use tree::{EDGE_BYTES, NODE_BYTES};

@@ -302,3 +302,53 @@ fn forced_playouts_leave_unvisited_moves_alone_at_small_budgets() {
         assert!(target.iter().any(|&(m, p)| m == played && p > 0.0), "seed {seed}: played a pruned move {played}");
     }
 }
+
+/// The improved policy's value is nearly a max over values backed by a visit or two: with values
+/// that are noise around 0 for every position, it promises the side to move far more than 0 (a
+/// winner's curse), while the visits' mean, v_mix and the network's own value stay near 0. This
+/// is why self-play's value target and resignation read the visits' mean (`[selfplay]
+/// root_value`, docs/mcts.md). v_mix is the paper's formula, written out independently.
+#[test]
+fn the_improved_value_is_biased_and_the_visits_mean_is_not() {
+    use koma_mcts::RootValue;
+    let mut sums = [0.0f64; 4];
+    let mut count = 0;
+    let mut rng_state = 12345u64;
+    for game in 0..60u64 {
+        let mut pos = Position::startpos();
+        for ply in 0..40 {
+            rng_state = rng_state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let moves = pos.legal_moves().to_vec();
+            if moves.is_empty() {
+                break;
+            }
+            if ply % 10 == 9 {
+                let mut s = Search::new(gumbel(true, 16), GameRules::default(), game * 100 + ply);
+                s.run(&mut pos.clone(), &HashValue, 24, 8).unwrap();
+                for (k, kind) in RootValue::ALL.iter().enumerate() {
+                    sums[k] += s.root_value_as(*kind) as f64;
+                }
+                let net = hash_value(&pos);
+                assert!((s.root_value_as(RootValue::Network) - net).abs() < 1e-6);
+                let (_, improved_value) = improved(&s.root_children(), net);
+                assert!((s.root_value_as(RootValue::Improved) - improved_value).abs() < 1e-4);
+                // v_mix in [-1, 1]: (v̂ + N / Σ_visited π · Σ_visited π·q) / (1 + N).
+                let children = s.root_children();
+                let n: f32 = children.iter().map(|c| c.visits as f32).sum();
+                let visited = children.iter().filter(|c| c.visits > 0);
+                let p: f32 = visited.clone().map(|c| c.prior).sum();
+                let pq: f32 = visited.map(|c| c.prior * c.q.unwrap()).sum();
+                let v_mix = (net + n / p * pq) / (1.0 + n);
+                assert!((s.root_value_as(RootValue::Mixed) - v_mix).abs() < 1e-4);
+                count += 1;
+            }
+            pos.do_move(moves[(rng_state >> 33) as usize % moves.len()]);
+        }
+    }
+    let mean = |k: usize| sums[k] / count as f64;
+    let (network, visits, mixed, improved) = (mean(0), mean(1), mean(2), mean(3));
+    assert!(improved > 0.2, "improved {improved:.3}");
+    for (name, m) in [("network", network), ("visits", visits), ("mixed", mixed)] {
+        assert!(m.abs() < 0.1, "{name} {m:.3} (improved {improved:.3})");
+    }
+}

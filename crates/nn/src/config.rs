@@ -101,7 +101,7 @@ fn default_value_hidden() -> usize {
 }
 
 /// Names accepted by [`ModelConfig::preset`].
-pub const PRESETS: [&str; 2] = ["tiny", "standard"];
+pub const PRESETS: [&str; 3] = ["tiny", "standard", "resnet10-swish"];
 
 impl ModelConfig {
     /// 5 blocks × 64 channels: CPU smoke runs and tests.
@@ -134,10 +134,22 @@ impl ModelConfig {
         }
     }
 
+    /// dlshogi's `resnet10_swish` tower (10 blocks × 192 channels, swish, the network of its
+    /// published self-play runs) with a KataGo global-pooling bias in every third block (32 of
+    /// the 192 channels pooled): the one-GPU configs' network.
+    pub fn resnet10_swish() -> ModelConfig {
+        ModelConfig {
+            activation: Activation::Swish,
+            global_pool: Some(GlobalPoolConfig { every: 3, channels: 32 }),
+            ..ModelConfig::standard()
+        }
+    }
+
     pub fn preset(name: &str) -> Option<ModelConfig> {
         match name {
             "tiny" => Some(ModelConfig::tiny()),
             "standard" => Some(ModelConfig::standard()),
+            "resnet10-swish" => Some(ModelConfig::resnet10_swish()),
             _ => None,
         }
     }
@@ -295,6 +307,12 @@ mod tests {
         assert_eq!(c.global_pool, Some(GlobalPoolConfig { every: 2, channels: 4 }));
         assert!(ModelConfig::from_toml_str("blocks = 2\nchannels = 8\nsize = 3\n").is_err());
         assert_eq!(ModelConfig::from_preset_or_file("tiny").unwrap(), ModelConfig::tiny());
+        for name in PRESETS {
+            ModelConfig::preset(name).unwrap().validate().unwrap();
+        }
+        let r = ModelConfig::preset("resnet10-swish").unwrap();
+        assert_eq!((r.blocks, r.channels, r.activation), (10, 192, Activation::Swish));
+        assert_eq!(r.global_pool, Some(GlobalPoolConfig { every: 3, channels: 32 }));
         assert!(ModelConfig::from_preset_or_file("/nonexistent.toml").unwrap_err().to_string().contains("preset"));
     }
 

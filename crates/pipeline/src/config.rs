@@ -429,7 +429,7 @@ mod tests {
         let cases = [
             ("root_noise = true", "root_noise = false", "[selfplay] search.root_noise = false"),
             ("full_search_fraction = 0.25", "full_search_fraction = 0.0", "[selfplay] full_search_fraction = 0"),
-            ("cheap_simulations = 40", "cheap_simulations = 400", "[selfplay] cheap_simulations = 400"),
+            ("cheap_simulations = 32", "cheap_simulations = 400", "[selfplay] cheap_simulations = 400"),
             ("root_noise = true", "root_noise = true\nforced_playouts_k = 2.0", "forced_playouts_k = 2"),
             ("root_noise = true", "root_noise = true\nmate_plies = 2", "mate_plies = 2"),
         ];

@@ -44,7 +44,8 @@ enum ModelTable {
     Full(ModelConfig),
 }
 
-/// `[model] preset = "tiny"` (5 blocks × 64 channels) or `"standard"` (10 × 192).
+/// `[model] preset = "tiny"` (5 blocks × 64 channels), `"standard"` (10 × 192) or
+/// `"resnet10-swish"` (10 × 192, swish, global pooling every third block).
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // only its schema is used

@@ -7,6 +7,7 @@
 //! - [`evaluation`]: the gatekeeper, evaluations during the run, the end-of-run report.
 //! - [`players`]: arena players from names (references, checkpoints).
 //! - [`pipeline`]: [`prepare`] and [`run`], everything in one process.
+//! - [`plan`]: `koma plan`, a run's timeline from its config and two throughputs.
 //! - [`events`]: what the stages report to the front end.
 //! - [`resources`]: process CPU time (the `cpu_minutes` budget) and the load average.
 //! - [`watchdog`]: notices a stage that makes no progress (`[run] stall_minutes`).
@@ -22,6 +23,7 @@ pub mod evaluation;
 pub mod events;
 pub mod experiment;
 pub mod pipeline;
+pub mod plan;
 pub mod players;
 pub mod resources;
 pub mod run_dir;

@@ -12,6 +12,7 @@ use koma_data::host::host_name;
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
+use koma_selfplay::seed::SEED_ATTRIBUTE;
 use koma_selfplay::{RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
@@ -260,7 +261,17 @@ pub fn run_selfplay(
     let _ = events.send(Event::ModelSwitched { model: first.name() });
     tracing::info!(model = %first.name(), "self-play starts");
 
-    let writer = ShardWriter::spawn(&run.selfplay_dir(), prefix, config.run.games_per_shard)?;
+    let selfplay = config.selfplay.seeded();
+    let seed = selfplay.seed.unwrap_or_default();
+    tracing::info!(
+        "self-play seed {seed} (kept in every shard as {SEED_ATTRIBUTE}; `[selfplay] seed = {seed}` replays it)"
+    );
+    let writer = ShardWriter::spawn_with_attributes(
+        &run.selfplay_dir(),
+        prefix,
+        config.run.games_per_shard,
+        vec![(SEED_ATTRIBUTE.to_string(), seed.to_string())],
+    )?;
     let records = match config.run.records.as_str() {
         "" => None,
         name => {
@@ -339,7 +350,7 @@ pub fn run_selfplay(
         // However self-play ends (a panic included), the follower must see it end.
         let stop_follower = SetOnDrop(&finished);
         let result = koma_selfplay::run(
-            &config.selfplay,
+            &selfplay,
             starts,
             &slots,
             usize::MAX,

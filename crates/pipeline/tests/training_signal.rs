@@ -62,7 +62,7 @@ fn small(config: &SelfPlayConfig, seed: u64) -> SelfPlayConfig {
         max_plies: 40,
         openings_fraction: 0.0,
         handicap_fraction: 0.0,
-        seed,
+        seed: Some(seed),
         ..config.clone()
     }
 }

@@ -1,6 +1,6 @@
 //! Self-play settings; each has the default a small CPU run would use.
 
-use koma_mcts::SearchConfig;
+use koma_mcts::{RootValue, SearchConfig};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -49,8 +49,19 @@ pub struct SelfPlayConfig {
     pub max_moves_rule: String,
     /// Impasse rule: csa27, jsa24, try, try-unconditional, jishogi or none.
     pub impasse: String,
-    /// Seeds the games' randomness (noise, temperature, openings); each worker derives its own.
-    pub seed: u64,
+    /// Seeds the games' randomness (noise, temperature, openings, resignation-free games); each
+    /// worker derives its own. Unset (the default): every self-play process draws a fresh seed
+    /// from its host, process, Slurm task, start time and the OS's randomness, so that processes
+    /// sharing a run never replay each other's games. The seed used is logged and kept in every
+    /// shard's `selfplay_seed` attribute: set it to replay a process. Processes given one seed
+    /// play the same games.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Which estimate of the root's value becomes the search part of the value target and decides
+    /// resignation: `visits` (the mean over the root's visits), `improved` (Gumbel's Σ π′·q̂,
+    /// biased towards the side to move), `mixed` (Gumbel's v_mix) or `network`. docs/mcts.md says
+    /// how they were compared.
+    pub root_value: RootValue,
     /// Memory of the evaluation caches of all games together, MiB (each game's cache: its share,
     /// at most 4096 entries; 0: no cache). Caches are cleared when the model changes.
     pub eval_cache_mib: usize,
@@ -78,7 +89,10 @@ impl Default for SelfPlayConfig {
             max_plies: 512,
             max_moves_rule: "draw".into(),
             impasse: "csa27".into(),
-            seed: 1,
+            seed: None,
+            // The estimate with the lowest error against the results, and little bias
+            // (docs/mcts.md, "Which root value").
+            root_value: RootValue::Visits,
             eval_cache_mib: 256,
             search: SearchConfig::default(),
         }
@@ -86,6 +100,12 @@ impl Default for SelfPlayConfig {
 }
 
 impl SelfPlayConfig {
+    /// This config with its seed decided: the configured one, else a fresh one
+    /// ([`crate::seed::fresh_seed`]).
+    pub fn seeded(&self) -> SelfPlayConfig {
+        SelfPlayConfig { seed: Some(self.seed.unwrap_or_else(crate::seed::fresh_seed)), ..self.clone() }
+    }
+
     /// Checks the settings as a whole; the error names the field. Combinations that would run but
     /// teach nothing (no root exploration, no recorded searches, …) are errors too.
     pub fn validate(&self) -> Result<(), String> {

@@ -1,8 +1,8 @@
 //! One self-play game in progress: its position, its search tree, the samples recorded so far,
 //! and the resignation bookkeeping.
 
-use koma_data::{flags, result_for, GameSamples, PackedPosition, Sample};
-use koma_mcts::{Evaluation, LeafId, Rng, Search, Selection};
+use koma_data::{flags, result_for, GameSamples, PackedPosition, RootValues, Sample};
+use koma_mcts::{Evaluation, LeafId, Rng, RootValue, Search, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 use rand::RngExt;
@@ -16,6 +16,8 @@ pub(crate) struct Game {
     moves: Vec<Move>,
     samples: Vec<Sample>,
     sample_sides: Vec<Color>,
+    /// Every estimate of each sample's root value (`RootValue::ALL`), for calibration.
+    root_values: Vec<RootValues>,
     /// Playing without resignation (to measure false resignations).
     no_resign: bool,
     low_value_streak: [u32; 2],
@@ -56,6 +58,7 @@ impl Game {
             moves: Vec::new(),
             samples: Vec::new(),
             sample_sides: Vec::new(),
+            root_values: Vec::new(),
             no_resign: rng.random::<f64>() < config.no_resign_fraction as f64,
             low_value_streak: [0; 2],
             would_have_resigned: None,
@@ -148,7 +151,8 @@ impl Game {
             // No legal move: the position was already lost (handled by status below).
             return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }));
         };
-        let value = self.search.root_value();
+        // The configured estimate decides resignation and becomes the value target's search part.
+        let value = self.search.root_value_as(config.root_value);
         let streak = &mut self.low_value_streak[us.index()];
         *streak = if value < config.resign_value { *streak + 1 } else { 0 };
         let resigns = *streak >= config.resign_consecutive.max(1);
@@ -164,12 +168,13 @@ impl Game {
                     // A resigning player plays nothing; its searched position is still a sample.
                     played: (!resigning).then_some(mv),
                     policy,
-                    root_wdl: self.search.root_wdl(),
+                    root_wdl: self.search.root_wdl_as(config.root_value),
                     result: 0,
                     ply: ply.min(u16::MAX as u32) as u16,
                     flags: flags::FULL_SEARCH | if self.no_resign { flags::NO_RESIGN } else { 0 },
                 });
                 self.sample_sides.push(us);
+                self.root_values.push(RootValue::ALL.map(|kind| self.search.root_value_as(kind)));
             }
         }
         if resigning {
@@ -204,6 +209,7 @@ impl Game {
                 model: self.model.clone(),
                 moves: std::mem::take(&mut self.moves),
                 samples,
+                root_values: std::mem::take(&mut self.root_values),
             },
             resigned: result.reason == EndReason::Resignation,
             no_resign: self.no_resign,

@@ -9,6 +9,7 @@ mod config;
 mod game;
 mod openings;
 mod records;
+pub mod seed;
 mod stats;
 mod worker;
 
@@ -59,6 +60,8 @@ pub fn run(
             config.workers.max(1)
         ));
     }
+    // Callers that record the seed decide it first (`SelfPlayConfig::seeded`).
+    let seed = config.seed.unwrap_or_else(seed::fresh_seed);
     let servers: Vec<InferenceServer> =
         slots.iter().map(|slot| InferenceServer::spawn(slot.clone(), config.max_batch)).collect();
     let inference = || servers.iter().map(|s| s.stats().counts()).fold(InferenceCounts::default(), |a, b| a + b);
@@ -80,7 +83,7 @@ pub fn run(
                 let device = w % servers.len();
                 let client = servers[device].client();
                 let slot = &slots[device];
-                let seed = config.seed.wrapping_mul(0x9E37_79B9).wrapping_add(w as u64);
+                let seed = seed::worker_seed(seed, w);
                 std::thread::Builder::new()
                     .name(format!("koma-selfplay-{w}"))
                     .spawn_scoped(scope, move || worker::run_worker(shared, slot, client, seed))

@@ -266,6 +266,7 @@ mod tests {
             model: "model-00000042".into(),
             moves,
             samples,
+            root_values: Vec::new(),
         }
     }
 

@@ -196,3 +196,48 @@ fn openings_suite_is_used_and_errors_name_the_line() {
     let err = StartPositions::new(0.0, 1.0).with_suite("startpos\nstartpos moves 7g7f 7g7f\n").unwrap_err();
     assert!(err.contains("line 2"), "{err}");
 }
+
+/// Two self-play processes of one run must not replay each other's games: without a seed each
+/// run draws its own streams; given the same seed, a run is replayed move for move. Each sample
+/// carries every root value estimate, the configured one being its value target.
+#[test]
+fn unseeded_runs_play_different_games_and_a_seed_replays_one() {
+    let config = SelfPlayConfig {
+        workers: 1,
+        games_per_worker: 2,
+        simulations: 8,
+        cheap_simulations: 2,
+        max_plies: 24,
+        handicap_fraction: 0.0,
+        ..SelfPlayConfig::default()
+    };
+    assert_eq!(config.seed, None, "the default draws a fresh seed per process");
+    // The Gumbel improved value is biased (koma-mcts's signal tests): the target is the visits'.
+    assert_eq!(config.root_value, koma_mcts::RootValue::Visits);
+    let moves = |config: &SelfPlayConfig| {
+        let (games, _) = play(config, 2, StartPositions::new(0.0, 0.0));
+        let mut moves: Vec<Vec<koma_shogi::Move>> = games.iter().map(|g| g.moves.clone()).collect();
+        moves.sort();
+        (moves, games)
+    };
+    let (first, games) = moves(&config);
+    let (second, _) = moves(&config);
+    assert_ne!(first, second, "two unseeded runs played the same games");
+    let seeded = SelfPlayConfig { seed: Some(42), ..config.clone() };
+    assert_eq!(moves(&seeded).0, moves(&seeded).0, "one seed, two different runs");
+    assert_ne!(config.seeded().seed, config.seeded().seed);
+    assert_eq!(seeded.seeded().seed, Some(42));
+
+    for game in &games {
+        assert_eq!(game.root_values.len(), game.samples.len());
+        for (sample, values) in game.samples.iter().zip(&game.root_values) {
+            assert!(values.iter().all(|v| (-1.0..=1.0).contains(v)), "{values:?}");
+            // The value target's search part is the configured estimate.
+            let k = koma_mcts::RootValue::ALL.iter().position(|&k| k == config.root_value).unwrap();
+            let [w, _, l] = sample.root_wdl;
+            assert!((w - l - values[k]).abs() < 1e-5, "{:?} vs {values:?}", sample.root_wdl);
+        }
+    }
+    let names: Vec<&str> = koma_mcts::RootValue::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(names, koma_data::ROOT_VALUE_NAMES);
+}

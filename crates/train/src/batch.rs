@@ -5,7 +5,8 @@
 //! - policy target: the sample's sparse (move, weight) list scattered into the 2187 dlshogi
 //!   labels of the side to move (optionally pruned: entries under `policy_prune_below` dropped,
 //!   never the largest, and the rest renormalised);
-//! - value target: `λ·onehot(result) + (1 − λ)·root_wdl` over (win, draw, loss), and with the
+//! - value target: `w·onehot(result) + (1 − w)·root_wdl` over (win, draw, loss), w =
+//!   `result_weight` (dlshogi: 0.667, its `val_lambda` 0.333 being the search value's weight), and with the
 //!   material target (`material_weight` μ > 0) `(1 − μ)·that + μ·(p, 0, 1 − p)`, p the sigmoid of
 //!   the material balance `material_plies` later in the game (the sample's continuation);
 //! - per-sample weights of the two losses (a sample without a policy, or not a full search when
@@ -113,7 +114,7 @@ impl HostBatch {
             dropped: samples.len() - n,
         };
         batch.inputs.encode(&positions);
-        let lambda = loss.value_lambda as f32;
+        let result_weight = loss.result_weight as f32;
         let (continuations, targets) = match continuations {
             Some((c, t)) => (Some(c), t),
             None => (None, ContinuationTargets::default()),
@@ -136,14 +137,15 @@ impl HostBatch {
             batch.policy_weight.push(if use_policy { 1.0 } else { 0.0 });
             let class = (1 - s.result.clamp(-1, 1)) as usize;
             let wdl_sum: f32 = s.root_wdl.iter().sum();
-            let (root, lambda) = if wdl_sum > 0.0 && wdl_sum.is_finite() {
-                (s.root_wdl.map(|x| x / wdl_sum), lambda)
+            // A sample without a root value (none recorded) learns from its result alone.
+            let (root, w) = if wdl_sum > 0.0 && wdl_sum.is_finite() {
+                (s.root_wdl.map(|x| x / wdl_sum), result_weight)
             } else {
                 ([0.0; 3], 1.0)
             };
             let v = &mut batch.value[i * 3..(i + 1) * 3];
             for k in 0..3 {
-                v[k] = lambda * if k == class { 1.0 } else { 0.0 } + (1.0 - lambda) * root[k];
+                v[k] = w * if k == class { 1.0 } else { 0.0 } + (1.0 - w) * root[k];
             }
             let mu = targets.material_weight;
             if mu > 0.0 {
@@ -370,7 +372,7 @@ mod tests {
         let wmoves = pos.legal_moves().to_vec();
         let white = sample(&pos, vec![(wmoves[3], 1.0)], -1, 0);
         let empty = sample(&pos, vec![], 0, flags::FULL_SEARCH);
-        let config = LossConfig { value_lambda: 0.5, policy_prune_below: 0.1, ..Default::default() };
+        let config = LossConfig { result_weight: 0.5, policy_prune_below: 0.1, ..Default::default() };
         let b = HostBatch::from_samples(&[black, white, empty], &config);
         assert_eq!(b.len(), 3);
         let row = |i: usize| &b.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS];
@@ -393,6 +395,27 @@ mod tests {
         let config = LossConfig { policy_full_search_only: true, ..config };
         let b2 = HostBatch::from_samples(&[sample(&pos, vec![(wmoves[0], 1.0)], 0, 0)], &config);
         assert_eq!(b2.policy_weight, vec![0.0]);
+    }
+
+    /// An hcpe record (dlshogi's training data) through the default loss: the value target is
+    /// dlshogi's, (1 − val_lambda)·result + val_lambda·σ(eval / 756.09) with val_lambda = 0.333,
+    /// the result weighted 0.667 and the evaluation 0.333 (the old `value_lambda` had them the
+    /// other way round).
+    #[test]
+    fn hcpe_value_targets_weight_result_and_eval_as_dlshogi() {
+        use koma_data::hcp::{encode_hcp, HcpeRecord};
+        let pos = Position::startpos();
+        let eval = -400i16;
+        let record = HcpeRecord { hcp: encode_hcp(&pos).unwrap(), eval, best_move16: 0, game_result: 1, dummy: 0 };
+        let scale = 756.0864962951762;
+        let s = koma_data::import::hcpe::hcpe_to_sample(&record, scale).unwrap();
+        assert_eq!(s.result, 1, "Black to move won");
+        let b = HostBatch::from_samples(&[s], &LossConfig::default());
+        let val_lambda = 0.333f64;
+        let eval_win = 1.0 / (1.0 + (-(eval as f64) / scale).exp());
+        let dlshogi_win = (1.0 - val_lambda) * 1.0 + val_lambda * eval_win;
+        assert!((b.value[0] as f64 - dlshogi_win).abs() < 1e-6, "{} vs {dlshogi_win}", b.value[0]);
+        assert!((b.value[2] as f64 - val_lambda * (1.0 - eval_win)).abs() < 1e-6);
     }
 
     /// Reply labels are the opponent's move in the opponent's frame; samples without a reply
@@ -467,7 +490,7 @@ mod tests {
         let take = Move::from_usi("5h5c").unwrap();
         let retake = Move::from_usi("6b5c").unwrap();
         let played = Sample { played: Some(take), ..sample(&pos, vec![(take, 1.0)], 1, flags::FULL_SEARCH) };
-        let config = LossConfig { value_lambda: 1.0, material_weight: 0.5, material_plies: 1, ..Default::default() };
+        let config = LossConfig { result_weight: 1.0, material_weight: 0.5, material_plies: 1, ..Default::default() };
         let targets = ContinuationTargets { replies: false, material_weight: 0.5 };
         let value_of = |sample: &Sample, plies: usize, continuation: Option<Vec<Move>>, targets| {
             let config = LossConfig { material_plies: plies, ..config.clone() };
@@ -533,7 +556,7 @@ mod tests {
         let pos = Position::startpos();
         let moves = pos.legal_moves().to_vec();
         let s = sample(&pos, vec![(moves[0], 1.0)], 1, flags::FULL_SEARCH);
-        let config = LossConfig { value_lambda: 1.0, ..Default::default() };
+        let config = LossConfig { result_weight: 1.0, ..Default::default() };
         let b = HostBatch::from_samples(&[s.clone(), s], &config).to_device(Device::Cpu);
         // Uniform logits: policy CE = ln 2187, value CE = ln 3.
         let p = Tensor::zeros([2, MOVE_LABELS as i64], (Kind::Float, Device::Cpu));

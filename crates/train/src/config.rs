@@ -42,6 +42,10 @@ pub struct TrainConfig {
     pub memory_format: MemoryFormat,
     /// Batches the loader thread prepares ahead of the optimiser.
     pub prefetch_batches: usize,
+    /// Weight averaging: the published models (and the last one) are an exponential moving
+    /// average of the trained weights with this time constant in samples: each step of B samples
+    /// keeps exp(−B / ema_samples) of the average (docs/training.md). 0: the raw weights.
+    pub ema_samples: f64,
     pub optimizer: OptimizerConfig,
     pub lr: LrConfig,
     pub loss: LossConfig,
@@ -62,6 +66,7 @@ impl Default for TrainConfig {
             threads: None,
             memory_format: MemoryFormat::Auto,
             prefetch_batches: 4,
+            ema_samples: 0.0,
             optimizer: OptimizerConfig::default(),
             lr: LrConfig::default(),
             loss: LossConfig::default(),
@@ -266,8 +271,15 @@ impl LrConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct LossConfig {
-    /// Value target = λ·onehot(game result) + (1 − λ)·(search root W/D/L) (dlshogi's val_lambda).
-    pub value_lambda: f64,
+    /// Value target = w·onehot(game result) + (1 − w)·(search root W/D/L), w this weight. dlshogi
+    /// weights the search value `val_lambda` = 0.333 and the result 1 − 0.333: that is
+    /// `result_weight = 0.667`. 1: the game result alone (AlphaZero).
+    pub result_weight: f64,
+    /// Removed: `value_lambda` weighted the game result, the opposite of dlshogi's `val_lambda`
+    /// (which weights the search value). Reading it is an error that says so.
+    #[serde(default, skip_serializing, deserialize_with = "removed_value_lambda")]
+    #[schemars(skip)]
+    pub value_lambda: Option<()>,
     /// Weights of the two cross-entropy terms in the loss.
     pub policy_weight: f64,
     /// Weight of the value cross-entropy (see `policy_weight`).
@@ -300,6 +312,18 @@ pub struct LossConfig {
     /// The material weight falls linearly to 0 over this many training samples (0: it stays
     /// constant), so that a long run ends on game results alone.
     pub material_decay_samples: u64,
+}
+
+/// `[train.loss] value_lambda`, removed: always an error that says what changed and what to write.
+fn removed_value_lambda<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<()>, D::Error> {
+    let old = f64::deserialize(deserializer)?;
+    Err(serde::de::Error::custom(format!(
+        "value_lambda was removed: it weighted the game result, the opposite of dlshogi's val_lambda (which weights \
+         the search value). Write result_weight = {old} for the same targets as before (dlshogi's val_lambda = 0.333 \
+         is result_weight = 0.667)"
+    )))
 }
 
 /// The opponent-reply loss weight when a model has the head and `reply_weight` is not set.
@@ -335,7 +359,8 @@ impl LossConfig {
 impl Default for LossConfig {
     fn default() -> LossConfig {
         LossConfig {
-            value_lambda: 0.333,
+            result_weight: 0.667,
+            value_lambda: None,
             policy_weight: 1.0,
             value_weight: 1.0,
             policy_prune_below: 0.0,
@@ -539,8 +564,11 @@ impl TrainConfig {
         if !base_ok || !(0.0..=1.0).contains(&l.warmup_start) || l.gamma <= 0.0 || l.min_factor < 0.0 {
             return bad("lr: base must be positive, warmup_start in [0, 1], gamma > 0, min_factor ≥ 0");
         }
-        if !(0.0..=1.0).contains(&self.loss.value_lambda) {
-            return bad("loss.value_lambda must be in [0, 1]");
+        if !(self.ema_samples >= 0.0 && self.ema_samples.is_finite()) {
+            return bad("ema_samples must be 0 (off) or a positive number of samples");
+        }
+        if !(0.0..=1.0).contains(&self.loss.result_weight) {
+            return bad("loss.result_weight must be in [0, 1]");
         }
         if self.loss.policy_weight < 0.0
             || self.loss.value_weight < 0.0
@@ -606,9 +634,9 @@ mod tests {
         assert_eq!(c.optimizer.momentum, 0.9);
         assert_eq!(c.lr.schedule, Schedule::Cosine);
         let j =
-            TrainConfig::from_json_str(r#"{"train": {"precision": "bf16", "loss": {"value_lambda": 0.5}}}"#).unwrap();
+            TrainConfig::from_json_str(r#"{"train": {"precision": "bf16", "loss": {"result_weight": 0.5}}}"#).unwrap();
         assert_eq!(j.precision, Precision::Bf16);
-        assert_eq!(j.loss.value_lambda, 0.5);
+        assert_eq!(j.loss.result_weight, 0.5);
     }
 
     #[test]
@@ -617,13 +645,26 @@ mod tests {
         assert!(TrainConfig::from_toml_str("[optimizer]\nmomentun = 0.5").is_err());
         assert!(TrainConfig::from_toml_str("batch_size = 0").is_err());
         assert!(TrainConfig::from_toml_str("device = \"tpu\"").is_err());
-        assert!(TrainConfig::from_toml_str("[loss]\nvalue_lambda = 2.0").is_err());
+        assert!(TrainConfig::from_toml_str("[loss]\nresult_weight = 2.0").is_err());
         assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 1.5").is_err());
         assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_plies = 0").is_err());
         assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_scale = 0.0").is_err());
         assert!(TrainConfig::from_toml_str("[loss]\nmaterial_weight = 0.3\nmaterial_plies = 4").is_ok());
         let text = toml::to_string(&TrainConfig::default()).unwrap();
         assert_eq!(TrainConfig::from_toml_str(&text).unwrap(), TrainConfig::default());
+    }
+
+    /// The old field is refused with what changed, and the default weights the result as dlshogi
+    /// does (its val_lambda 0.333 weights the search value).
+    #[test]
+    fn value_lambda_is_refused_and_the_default_is_dlshogis() {
+        let err = TrainConfig::from_toml_str("[loss]\nvalue_lambda = 0.333").unwrap_err().to_string();
+        assert!(err.contains("value_lambda was removed"), "{err}");
+        assert!(err.contains("result_weight = 0.333"), "{err}");
+        assert!(err.contains("result_weight = 0.667"), "{err}");
+        assert!((TrainConfig::default().loss.result_weight - (1.0 - 0.333)).abs() < 1e-9);
+        let text = toml::to_string(&TrainConfig::default()).unwrap();
+        assert!(!text.contains("value_lambda"), "{text}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`optim`]: SGD (Nesterov) and AdamW written as tensor updates, so their state can be saved.
 //! - [`scaler`]: dynamic loss scaling for f16.
 //! - [`trainer`]: [`Trainer`], one optimiser step at a time, f32 / f16 autocast / bf16.
+//! - `averaging`: the moving average of the weights that checkpoints publish (`ema_samples`).
 //! - [`state`]: the full training state under `train/state/` for an exact `--resume`.
 //! - [`loader`]: the thread that samples the replay window ahead of the optimiser (and waits
 //!   for data in follow mode).
@@ -14,6 +15,7 @@
 //!
 //! docs/training.md describes the files, the loss, the state and the follow protocol.
 
+mod averaging;
 pub mod batch;
 pub mod bench;
 pub mod config;

@@ -85,6 +85,7 @@ fn random_game(rng: &mut Rng, index: usize, policy: SynthPolicy) -> GameSamples 
         model: String::new(),
         moves: moves_played,
         samples,
+        root_values: Vec::new(),
     }
 }
 

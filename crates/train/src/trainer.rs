@@ -37,6 +37,7 @@ use rand::SeedableRng;
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+use crate::averaging::Ema;
 use crate::batch::{losses, HostBatch};
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
@@ -297,6 +298,15 @@ pub struct Trainer {
     rng: Rng,
     /// File name of the last checkpoint written or started from (the next one's parent).
     parent: Option<String>,
+    /// The average that checkpoints publish (`ema_samples` > 0).
+    ema: Option<Ema>,
+}
+
+/// Every variable of the network (weights and batch-norm statistics), sorted by name.
+fn sorted_variables(network: &Network) -> Vec<(String, Tensor)> {
+    let mut variables: Vec<(String, Tensor)> = network.var_store().variables().into_iter().collect();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    variables
 }
 
 impl std::fmt::Debug for Trainer {
@@ -382,6 +392,7 @@ impl Trainer {
         };
         let rng = Rng::seed_from_u64(config.seed);
         let channels_last = config.memory_format.channels_last_on(device);
+        let ema = (config.ema_samples > 0.0).then(|| Ema::new(&sorted_variables(&network), config.ema_samples));
         Ok(Trainer {
             config,
             network,
@@ -397,6 +408,7 @@ impl Trainer {
             samples_seen: 0,
             rng,
             parent,
+            ema,
         })
     }
 
@@ -451,6 +463,14 @@ impl Trainer {
             .filter_map(|(k, t)| k.strip_prefix("optim/").map(|n| (n.to_string(), t.shallow_clone())))
             .collect();
         trainer.optimizer.load_state(meta.optimizer_steps, &optim).map_err(bad)?;
+        if let Some(ema) = &mut trainer.ema {
+            let averages: HashMap<String, Tensor> = loaded
+                .tensors
+                .iter()
+                .filter_map(|(k, t)| k.strip_prefix("ema/").map(|n| (n.to_string(), t.shallow_clone())))
+                .collect();
+            ema.load(&averages, trainer.device)?;
+        }
         let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
         for copy in &mut trainer.compute {
             copy.load_master(&master, true);
@@ -532,6 +552,9 @@ impl Trainer {
     pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
         let lr = self.lr();
         let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
+        if let (Some(ema), true) = (&mut self.ema, applied) {
+            ema.update(&sorted_variables(&self.network), self.step, batch.len())?;
+        }
         self.step += 1;
         self.samples_seen += batch.len() as u64;
         if let Some(rng) = &batch.rng_after {
@@ -708,7 +731,15 @@ impl Trainer {
         std::fs::create_dir_all(models_dir).map_err(crate::error::io(models_dir))?;
         let path = models_dir.join(checkpoint::file_name(self.step));
         let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
-        self.network.save(&path, &info)?;
+        match &self.ema {
+            // The published model is the average; training goes on from the raw weights.
+            Some(ema) => {
+                let variables = sorted_variables(&self.network);
+                let network = &mut self.network;
+                ema.with_averages_in(&variables, || network.save(&path, &info))??
+            }
+            None => self.network.save(&path, &info)?,
+        };
         self.parent = Some(checkpoint::file_name(self.step));
         Ok(path)
     }
@@ -746,6 +777,9 @@ impl Trainer {
         }
         for (name, t) in self.optimizer.state_tensors() {
             tensors.insert(format!("optim/{name}"), t);
+        }
+        for (name, t) in self.ema.iter().flat_map(|e| e.tensors()) {
+            tensors.insert(format!("ema/{name}"), t.shallow_clone());
         }
         tensors
     }

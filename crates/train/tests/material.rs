@@ -21,7 +21,7 @@ fn material_targets_match_the_games_replayed_from_their_start() {
     let mut changed = 0;
     for plies in [1, 2, 5] {
         let loss =
-            LossConfig { value_lambda: 1.0, material_weight: 1.0, material_plies: plies, ..LossConfig::default() };
+            LossConfig { result_weight: 1.0, material_weight: 1.0, material_plies: plies, ..LossConfig::default() };
         let targets = ContinuationTargets { replies: false, material_weight: 1.0 };
         let read = reader.read_with_continuations(&indices, targets.continuation_plies(&loss)).unwrap();
         let mut rows = read.iter();

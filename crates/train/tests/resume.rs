@@ -104,12 +104,20 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
     // SGD (Nesterov, weight decay) in f32; AdamW with the f16 loss-scaling path (a no-op
     // autocast on the CPU, but the scaler state must survive the resume); SGD data parallel over
     // two CPU replicas (the replicas are rebuilt from the saved master on resume).
+    // SGD again with weight averaging: the average is part of the state (its checkpoints match
+    // across the resume), training itself is untouched (the same losses as plain SGD), and the
+    // published weights are the average (not plain SGD's).
+    let mut losses_by_name = std::collections::HashMap::new();
     for (name, kind, precision, device) in [
         ("sgd", OptimizerKind::Sgd, Precision::F32, "cpu"),
         ("adamw", OptimizerKind::AdamW, Precision::F16, "cpu"),
         ("sgd-2-replicas", OptimizerKind::Sgd, Precision::F32, "cpu,cpu"),
+        ("sgd-ema", OptimizerKind::Sgd, Precision::F32, "cpu"),
     ] {
         let mut c = config(kind);
+        if name == "sgd-ema" {
+            c.ema_samples = 200.0;
+        }
         c.precision = precision;
         c.device = device.into();
         c.loss_scale.growth_interval = 4;
@@ -137,7 +145,11 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
         assert_eq!(steps, [3, 6, 9, 12, 15, 18, 20], "{name}");
         let a: Vec<u64> = read_metrics(&a_dir.join("train/metrics.jsonl")).unwrap().iter().map(|r| r.step).collect();
         assert_eq!(a, [3, 6, 9, 12, 15, 18, 20], "{name}");
+        losses_by_name.insert(name, (full, weights_sha(&a_dir, 20)));
     }
+    let (sgd, ema) = (&losses_by_name["sgd"], &losses_by_name["sgd-ema"]);
+    assert_eq!(sgd.0, ema.0, "averaging changed the training itself");
+    assert_ne!(sgd.1, ema.1, "the averaged run published the raw weights");
 }
 
 #[test]

@@ -476,6 +476,30 @@ fn print_stats(s: &ShardStats, labels: &Labels) {
     for (i, &(l, share)) in labels.top.iter().enumerate() {
         println!("  {:>2}. {:>5} {:<22} {:>6.2}%", i + 1, l, label_name(l), share * 100.0);
     }
+    if let Some(c) = &s.calibration {
+        print_calibration(c);
+    }
+}
+
+/// The value estimates against the results: overall, then the mean of each by ply.
+fn print_calibration(c: &koma_data::calibration::Calibration) {
+    println!("value calibration (side to move; result 1 win, 0 draw, −1 loss; bias = mean predicted − mean result):");
+    println!("  {:<9} {:>9} {:>10} {:>9} {:>8} {:>7}", "estimate", "samples", "predicted", "result", "bias", "mse");
+    for f in &c.overall {
+        println!(
+            "  {:<9} {:>9} {:>+10.3} {:>+9.3} {:>+8.3} {:>7.3}",
+            f.estimate, f.samples, f.mean_predicted, f.mean_result, f.bias, f.mse
+        );
+    }
+    println!("  by ply, mean result and each estimate's mean prediction:");
+    let header: Vec<String> = c.estimates.iter().map(|e| format!("{e:>9}")).collect();
+    println!("  {:<9} {:>8} {:>8} {}", "plies", "samples", "result", header.join(" "));
+    for row in &c.by_ply {
+        let plies = if row.to == u16::MAX { format!("{}+", row.from) } else { format!("{}-{}", row.from, row.to - 1) };
+        let means: Vec<String> =
+            row.mean_predicted.iter().map(|m| m.map_or(format!("{:>9}", "-"), |m| format!("{m:>+9.3}"))).collect();
+        println!("  {:<9} {:>8} {:>+8.3} {}", plies, row.samples, row.mean_result, means.join(" "));
+    }
 }
 
 fn run_verify(args: VerifyArgs) -> Result<()> {

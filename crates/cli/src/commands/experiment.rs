@@ -62,6 +62,11 @@ pub struct Args {
     /// Game length limit of the matches in plies [default: 256].
     #[arg(long)]
     max_plies: Option<u32>,
+    /// Train each variant this many times (NAME.r1 … NAME.rN, different seeds, the same model 0);
+    /// the report gives each variant's Elo spread across its runs and claims a gain only when
+    /// the interval across runs excludes 0 [default: 1].
+    #[arg(long)]
+    replicates: Option<usize>,
     /// Continue the experiment in --dir (an interrupted variant, the matches), or only redo the
     /// report of a finished one.
     #[arg(long)]
@@ -267,6 +272,7 @@ pub fn run(args: Args) -> Result<()> {
         curve_games: args.curve_games,
         concurrency: args.concurrency,
         max_plies: args.max_plies,
+        replicates: args.replicates,
         variants: args.variants.clone(),
     };
     let options = ExperimentOptions {

@@ -20,6 +20,7 @@ mod nn_args;
 mod openings;
 mod perft;
 mod pipeline;
+mod plan;
 mod plot;
 mod ratings;
 mod rules;
@@ -32,6 +33,8 @@ mod usi;
 pub enum Command {
     /// The main job: self-play and training together over a run directory, then an arena report.
     Pipeline(pipeline::Args),
+    /// A run's timeline before it starts: first model, minutes per model, window, learning rate and steps by hour, disk.
+    Plan(plan::Args),
     /// Measure a change to the loop: variants (configs) trained for the same budget from the same model 0, then a round robin and a report.
     Experiment(experiment::Args),
     /// Run configs: the field reference, the JSON Schema, or check files (`koma config check FILE`).
@@ -96,6 +99,7 @@ impl Command {
         match self {
             Command::Pipeline(args) => pipeline::run(args),
             Command::Experiment(args) => experiment::run(args),
+            Command::Plan(args) => plan::run(args),
             Command::Config(args) => config::run(args),
             Command::Info(args) => info::run(args),
             Command::Perft(args) => perft::run(args),

@@ -50,6 +50,11 @@ pub struct Args {
     /// Format of the --records files: kif (Shift_JIS), kifu (UTF-8 KIF), csa, ki2, usi or sfen.
     #[arg(long, default_value = "kif", requires = "records")]
     record_format: koma_selfplay::RecordFormat,
+    /// Seed of the games' randomness (openings, noise, coin flips): replays a process whose
+    /// shards' `selfplay_seed` attribute it is. Default: `[selfplay] seed`, else a fresh seed per
+    /// process, so that processes sharing a run play different games.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Print the summary as one JSON object.
     #[arg(long)]
     json: bool,
@@ -69,9 +74,13 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
 
 /// `--run DIR --follow`: koma_pipeline's self-play stage with a status line, until Ctrl-C.
 /// `device` replaces the run's `[run] device` (a cluster task names the devices it was given).
-fn follow_run(dir: &std::path::Path, device: Option<&str>, json: bool) -> Result<()> {
+fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, json: bool) -> Result<()> {
     let run = koma_pipeline::RunDir::new(dir);
-    let config = koma_pipeline::PipelineConfig::parse(&run.read_config()?, &run.config_file().display().to_string())?;
+    let mut config =
+        koma_pipeline::PipelineConfig::parse(&run.read_config()?, &run.config_file().display().to_string())?;
+    if seed.is_some() {
+        config.selfplay.seed = seed;
+    }
     let config = match device {
         Some(device) => config.with_device(device)?,
         None => config,
@@ -123,13 +132,19 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, json: bool) -> Result
 
 pub fn run(args: Args) -> Result<()> {
     if let Some(dir) = &args.run_dir {
-        return follow_run(dir, args.run.device.as_deref(), args.json);
+        return follow_run(dir, args.run.device.as_deref(), args.seed, args.json);
     }
     let (model, out) = match (&args.model, &args.out) {
         (Some(m), Some(o)) => (m.clone(), o.clone()),
         _ => anyhow::bail!("--model and --out are required without --run"),
     };
-    let config = load_selfplay_config(args.config.as_ref())?;
+    let mut config = load_selfplay_config(args.config.as_ref())?;
+    if args.seed.is_some() {
+        config.seed = args.seed;
+    }
+    let config = config.seeded();
+    let seed = config.seed.unwrap_or_default();
+    tracing::info!("self-play seed {seed} (--seed {seed} replays it)");
     let model_name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     // One copy of the network per device, each behind its own inference service.
     let slots = args
@@ -148,7 +163,12 @@ pub fn run(args: Args) -> Result<()> {
         starts = starts.with_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?;
     }
     let prefix = koma_pipeline::pipeline::shard_prefix();
-    let writer = ShardWriter::spawn(&out, &prefix, args.games_per_shard)?;
+    let writer = ShardWriter::spawn_with_attributes(
+        &out,
+        &prefix,
+        args.games_per_shard,
+        vec![(koma_selfplay::seed::SEED_ATTRIBUTE.to_string(), seed.to_string())],
+    )?;
     let records = match &args.records {
         Some(dir) => Some(
             koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix)
@@ -193,7 +213,7 @@ pub fn run(args: Args) -> Result<()> {
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "stats": stats, "seconds": seconds, "shards": written.shards, "samples_written": written.samples, "records_written": records.as_ref().map(|r| r.written) })
+            serde_json::json!({ "stats": stats, "seconds": seconds, "seed": seed, "shards": written.shards, "samples_written": written.samples, "records_written": records.as_ref().map(|r| r.written) })
         );
     } else {
         println!(

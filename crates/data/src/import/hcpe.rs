@@ -4,7 +4,7 @@
 //! around it. Each becomes a sample: the best move as a one-hot policy target, the result from
 //! the side to move, and the evaluation as a root value `[σ(eval/scale), 0, σ(−eval/scale)]`
 //! (dlshogi's `score_to_value`, scale 756.0864962951762 by default), so that the trainer's
-//! `value_lambda` mixes result and evaluation as dlshogi's `val_lambda` does. The ply is unknown
+//! `result_weight` mixes result and evaluation as dlshogi weights them (`result_weight` = 1 − `val_lambda`). The ply is unknown
 //! ([`crate::PLY_UNKNOWN`]).
 
 use std::io::{BufWriter, Read, Write};

@@ -292,6 +292,7 @@ pub fn hcpe3_to_game(game: &Hcpe3Game, source: &str, eval_scale: f64) -> Result<
         model: source.to_string(),
         moves,
         samples,
+        root_values: Vec::new(),
     })
 }
 

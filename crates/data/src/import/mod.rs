@@ -372,6 +372,7 @@ fn pseudo_game(source: &str, samples: Vec<crate::Sample>) -> GameSamples {
         model: source.to_string(),
         moves: Vec::new(),
         samples,
+        root_values: Vec::new(),
     }
 }
 

@@ -138,6 +138,7 @@ pub fn record_to_game(record: &GameRecord, source: &str, options: &RecordOptions
         model: source.to_string(),
         moves: record.moves.iter().map(|m| m.mv).collect(),
         samples,
+        root_values: Vec::new(),
     })
 }
 

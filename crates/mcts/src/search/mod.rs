@@ -29,7 +29,7 @@ use crate::gumbel::GumbelRoot;
 use crate::rng::{dirichlet_noise, Rng};
 use crate::tree::{NodeState, Tree, NONE};
 
-pub use results::RootChild;
+pub use results::{RootChild, RootValue};
 
 /// What one call of [`Search::select_leaf`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,8 +6,45 @@ use rand::distr::weighted::WeightedIndex;
 use rand::distr::Distribution;
 use rand::RngExt;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use super::Search;
+use crate::gumbel::mixed_value;
 use crate::tree::{Tree, NONE};
+
+/// Ways to value the root after a search, for the side to move. Each is an estimate of what the
+/// game is worth; they differ in bias when few simulations back them (docs/mcts.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RootValue {
+    /// The network's own value of the root, before any search.
+    Network,
+    /// The mean over the root's visits (AlphaZero's root value; with forced playouts, over the
+    /// pruned visits).
+    Visits,
+    /// Gumbel AlphaZero's v_mix: the prior policy's value, each visited move's searched value in
+    /// place of its network value, mixed with the network's root value by visit count.
+    Mixed,
+    /// A Gumbel root: the improved policy's value Σ π′(a)·q̂(a). The improved policy is nearly
+    /// a max over q̂, which a move or two visits each make noisy: biased towards the side to move.
+    /// A PUCT root: the mean over its visits.
+    Improved,
+}
+
+impl RootValue {
+    /// Every kind, in the order shards store them (`root_values` columns, docs/data-format.md).
+    pub const ALL: [RootValue; 4] = [RootValue::Network, RootValue::Visits, RootValue::Mixed, RootValue::Improved];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            RootValue::Network => "network",
+            RootValue::Visits => "visits",
+            RootValue::Mixed => "mixed",
+            RootValue::Improved => "improved",
+        }
+    }
+}
 
 /// Statistics of one root move.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -65,13 +102,25 @@ impl Search {
     /// The root's value for its side to move, in [-1, 1]: a win with a mate at the root, the
     /// improved policy's value for a Gumbel root, else the mean over the root's visits.
     pub fn root_value(&self) -> f32 {
-        self.root_value_and_draw().map_or(0.0, |(v, _)| v)
+        self.root_value_as(RootValue::Improved)
     }
 
     /// The root's win/draw/loss estimate for its side to move (see [`Search::root_value`]): the
     /// search's part of the value target.
     pub fn root_wdl(&self) -> [f32; 3] {
-        match self.root_value_and_draw() {
+        self.root_wdl_as(RootValue::Improved)
+    }
+
+    /// The root's value for its side to move as `kind` estimates it (see [`RootValue`]): in
+    /// [-1, 1], 0 before any visit, a win with a mate at the root.
+    pub fn root_value_as(&self, kind: RootValue) -> f32 {
+        self.root_value_and_draw_as(kind).map_or(0.0, |(v, _)| v)
+    }
+
+    /// The root's win/draw/loss estimate as `kind` values it: the search's part of the value
+    /// target ([`Search::root_wdl`] for [`RootValue::Improved`]).
+    pub fn root_wdl_as(&self, kind: RootValue) -> [f32; 3] {
+        match self.root_value_and_draw_as(kind) {
             Some((v, d)) => {
                 let w = ((1.0 - d + v) / 2.0).clamp(0.0, 1.0);
                 let l = ((1.0 - d - v) / 2.0).clamp(0.0, 1.0);
@@ -81,13 +130,26 @@ impl Search {
         }
     }
 
-    fn root_value_and_draw(&self) -> Option<(f32, f32)> {
+    fn root_value_and_draw_as(&self, kind: RootValue) -> Option<(f32, f32)> {
         if self.root_mate.is_some() {
             return Some((1.0, 0.0));
         }
         let root = self.tree.nodes.first().filter(|n| n.visits > 0)?;
-        if let Some(g) = &self.gumbel {
-            return Some(g.improved_value(&self.root_children(), root.net_value, root.net_draw));
+        match kind {
+            RootValue::Network => return Some((root.net_value, root.net_draw.clamp(0.0, 1.0))),
+            RootValue::Mixed => {
+                let children = self.root_children();
+                let priors = || children.iter().map(|c| c.prior);
+                let value = mixed_value(priors(), &children, root.net_value, |c| c.q);
+                let draw = mixed_value(priors(), &children, root.net_draw, |c| c.draw);
+                return Some((value.clamp(-1.0, 1.0), draw.clamp(0.0, 1.0)));
+            }
+            RootValue::Improved => {
+                if let Some(g) = &self.gumbel {
+                    return Some(g.improved_value(&self.root_children(), root.net_value, root.net_draw));
+                }
+            }
+            RootValue::Visits => {}
         }
         if self.forced_playouts() {
             // Forced playouts visit bad moves on purpose: value the root by the pruned visits.

@@ -23,6 +23,7 @@
 //! ```
 
 pub mod matches;
+pub mod replicates;
 pub mod report;
 pub mod spec;
 pub mod state;

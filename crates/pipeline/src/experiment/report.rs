@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{PipelineError, Result};
 use crate::experiment::matches::{curve_checkpoints, minutes, model_player, player_name};
+use crate::experiment::replicates::{summarize, ReplicateSummary};
 use crate::experiment::spec::{BudgetKind, ExperimentSpec, Variant, ANCHOR};
 use crate::experiment::state::ExperimentState;
 use crate::experiment::ExpDir;
@@ -114,6 +115,9 @@ pub struct ExperimentReport {
     /// The `koma experiment` command lines, then every `koma pipeline` command, as run.
     pub experiment_commands: Vec<String>,
     pub pipeline_commands: Vec<String>,
+    /// With replicates: each spec variant's Elo across its runs and its gain over the first.
+    #[serde(default)]
+    pub replicates: Vec<ReplicateSummary>,
 }
 
 fn read_games(path: &Path) -> Result<Vec<GameOutcome>> {
@@ -279,6 +283,18 @@ pub fn build(
                 .unwrap_or_default()
         })
         .collect();
+    let replicates = if spec.replicates > 1 {
+        let mut families: Vec<(String, Vec<f64>)> = Vec::new();
+        for (v, row) in variants.iter().zip(&rows) {
+            match families.iter_mut().find(|(name, _)| *name == v.family) {
+                Some((_, elos)) => elos.extend(row.elo),
+                None => families.push((v.family.clone(), row.elo.into_iter().collect())),
+            }
+        }
+        summarize(&families)
+    } else {
+        Vec::new()
+    };
     let report = ExperimentReport {
         directory: dir.root.display().to_string(),
         budget_kind: kind,
@@ -296,6 +312,7 @@ pub fn build(
         config_differences: config_differences(variants),
         experiment_commands: state.invocations.clone(),
         pipeline_commands,
+        replicates,
     };
     let text = serde_json::to_string_pretty(&report).expect("the report serialises");
     koma_nn::checkpoint::write_atomic(&dir.report_json(), text.as_bytes())?;
@@ -362,6 +379,44 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
          first pipeline started and its last one ended; a busy machine makes wall-clock budgets unequal.\n",
         r.anchor
     );
+    if !r.replicates.is_empty() {
+        let _ = writeln!(md, "### Across replicates\n");
+        let _ = writeln!(
+            md,
+            "Each variant was trained {} times (`NAME.rK`, different seeds, the same model 0). Mean Elo of its runs \
+             with the 95% interval of the mean (Student's t), and the gain over `{}` with Welch's 95% interval: \
+             a gain is claimed only when that interval excludes 0.\n",
+            r.replicates.first().map_or(0, |s| s.elos.len()),
+            r.replicates.first().map_or("", |s| s.variant.as_str())
+        );
+        let _ = writeln!(md, "| variant | runs' Elo | mean | ± | sd | gain | ± | claimed |");
+        let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|---|");
+        let opt = |x: Option<f64>, sign: bool| {
+            x.map_or("–".to_string(), |x| if sign { format!("{x:+.0}") } else { format!("{x:.0}") })
+        };
+        for s in &r.replicates {
+            let elos: Vec<String> = s.elos.iter().map(|e| format!("{e:+.0}")).collect();
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:+.0} | {} | {:.0} | {} | {} | {} |",
+                s.variant,
+                elos.join(", "),
+                s.mean,
+                opt(s.margin, false),
+                s.sd,
+                opt(s.gain, true),
+                opt(s.gain_margin, false),
+                if s.gain.is_none() {
+                    "baseline"
+                } else if s.significant {
+                    "**yes**"
+                } else {
+                    "no"
+                }
+            );
+        }
+        let _ = writeln!(md);
+    }
     let _ = writeln!(md, "Every player of the round robin:\n");
     let _ = writeln!(md, "| player | Elo | ± | games | points |");
     let _ = writeln!(md, "|---|---:|---:|---:|---:|");
@@ -443,6 +498,7 @@ mod tests {
     fn config_differences_name_the_fields_that_differ() {
         let variant = |name: &str, text: &str| Variant {
             name: name.into(),
+            family: name.into(),
             source: format!("{name}.toml").into(),
             text: text.into(),
             config: crate::PipelineConfig::parse(text, name).unwrap(),

@@ -65,6 +65,12 @@ pub struct ExperimentSpec {
     pub concurrency: usize,
     /// Game length limit of the matches, in plies (a draw when reached).
     pub max_plies: u32,
+    /// Runs of each variant (≥ 1). With N > 1 each variant is trained N times, as `NAME.r1` …
+    /// `NAME.rN`, from the same model 0 with different seeds (`[train] seed` + k; self-play draws
+    /// a fresh seed per run), all in the round robin; the report gives the spread of each
+    /// variant's Elo across its runs and claims a gain only when the interval across runs
+    /// excludes 0: run-to-run spread is as large as most effects.
+    pub replicates: usize,
     /// The variants, two or more, each as a `[[variant]]` table.
     #[serde(rename = "variant")]
     pub variants: Vec<VariantSpec>,
@@ -83,6 +89,7 @@ impl Default for ExperimentSpec {
             curve_games: 8,
             concurrency: 2,
             max_plies: 256,
+            replicates: 1,
             variants: Vec::new(),
         }
     }
@@ -119,6 +126,7 @@ pub struct SpecOverrides {
     pub curve_games: Option<usize>,
     pub concurrency: Option<usize>,
     pub max_plies: Option<u32>,
+    pub replicates: Option<usize>,
     /// `NAME=CONFIG` or `CONFIG` (named after the file's stem), paths relative to the working
     /// directory.
     pub variants: Vec<String>,
@@ -136,14 +144,19 @@ impl SpecOverrides {
             && self.curve_games.is_none()
             && self.concurrency.is_none()
             && self.max_plies.is_none()
+            && self.replicates.is_none()
             && self.variants.is_empty()
     }
 }
 
-/// A variant with its config read and validated.
+/// A variant with its config read and validated: one run of the experiment (with replicates, one
+/// of a spec variant's runs).
 #[derive(Clone, Debug)]
 pub struct Variant {
+    /// The run's name: the spec variant's, with `.rK` for replicate K when there are several.
     pub name: String,
+    /// The spec variant's name (the same as `name` without replicates).
+    pub family: String,
     /// Where the config was read from.
     pub source: PathBuf,
     pub text: String,
@@ -201,7 +214,7 @@ impl ExperimentSpec {
         macro_rules! set {
             ($($field:ident),*) => { $(if let Some(v) = &o.$field { self.$field = v.clone(); })* };
         }
-        set!(games, simulations, openings, curve_points, curve_games, concurrency, max_plies);
+        set!(games, simulations, openings, curve_points, curve_games, concurrency, max_plies, replicates);
         if !o.references.is_empty() {
             self.references = o.references.clone();
         }
@@ -265,6 +278,9 @@ impl ExperimentSpec {
         if self.max_plies == 0 {
             return Err(bad(origin, "max_plies must be ≥ 1"));
         }
+        if self.replicates == 0 {
+            return Err(bad(origin, "replicates must be ≥ 1 (the runs of each variant)"));
+        }
         opening_suite_text(&self.openings).map_err(|e| bad(origin, e))?;
         for r in &self.references {
             reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default())
@@ -282,14 +298,48 @@ impl ExperimentSpec {
         let mut variants = Vec::new();
         for v in &self.variants {
             check_name(&v.name)?;
-            if variants.iter().any(|w: &Variant| w.name == v.name) {
+            if variants.iter().any(|w: &Variant| w.family == v.name) {
                 return Err(bad("variants", format!("two variants are named {:?}: names must differ", v.name)));
             }
             let text = std::fs::read_to_string(&v.config).map_err(|e| {
                 bad(&format!("variant {:?}", v.name), format!("cannot read its config {}: {e}", v.config.display()))
             })?;
             let config = PipelineConfig::parse(&text, &format!("variant {:?} ({})", v.name, v.config.display()))?;
-            variants.push(Variant { name: v.name.clone(), source: v.config.clone(), text, config });
+            if self.replicates == 1 {
+                variants.push(Variant {
+                    name: v.name.clone(),
+                    family: v.name.clone(),
+                    source: v.config.clone(),
+                    text,
+                    config,
+                });
+                continue;
+            }
+            for k in 1..=self.replicates {
+                // Replicate 1 is the config as written; the others differ in the trainer's seed
+                // (self-play draws a fresh seed in every run anyway).
+                let (config, text) = if k == 1 {
+                    (config.clone(), text.clone())
+                } else {
+                    let mut c = config.clone();
+                    c.train.seed = config.train.seed.wrapping_add(k as u64 - 1);
+                    let body = toml::to_string(&c).map_err(|e| bad(&v.name, format!("writing replicate {k}: {e}")))?;
+                    let text = format!(
+                        "# replicate {k} of variant {:?}: {} with [train] seed = {}\n{body}",
+                        v.name,
+                        v.config.display(),
+                        c.train.seed
+                    );
+                    (c, text)
+                };
+                variants.push(Variant {
+                    name: format!("{}.r{k}", v.name),
+                    family: v.name.clone(),
+                    source: v.config.clone(),
+                    text,
+                    config,
+                });
+            }
         }
         Ok(variants)
     }
@@ -397,6 +447,42 @@ mod tests {
         assert_eq!((s2.budget(), s2.games), ((BudgetKind::Wall, 3.0), 10));
         let o = SpecOverrides { variants: vec!["x=a.toml".into()], ..SpecOverrides::default() };
         assert!(spec.with_overrides(&o).unwrap_err().to_string().contains("one place"));
+    }
+
+    /// Replicates: each variant becomes N runs `NAME.rK`, the same config but for the trainer's
+    /// seed (replicate 1 is the config as written), whose texts parse back to those configs.
+    #[test]
+    fn replicates_are_runs_that_differ_only_in_their_seeds() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(dir.path(), "a.toml", "# a\n[train]\nseed = 5\n");
+        let b = write(dir.path(), "b.toml", "[selfplay]\nsimulations = 8\ncheap_simulations = 2\n");
+        let spec = ExperimentSpec::default()
+            .with_overrides(&SpecOverrides {
+                cpu_minutes: Some(1.0),
+                replicates: Some(3),
+                variants: vec![format!("a={}", a.display()), format!("b={}", b.display())],
+                ..Default::default()
+            })
+            .unwrap();
+        let runs = spec.load().unwrap();
+        let names: Vec<&str> = runs.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(names, ["a.r1", "a.r2", "a.r3", "b.r1", "b.r2", "b.r3"]);
+        assert!(runs.iter().take(3).all(|v| v.family == "a") && runs.iter().skip(3).all(|v| v.family == "b"));
+        let seeds: Vec<u64> = runs.iter().map(|v| v.config.train.seed).collect();
+        assert_eq!(seeds[..3], [5, 6, 7]);
+        assert_eq!(runs[0].text, "# a\n[train]\nseed = 5\n");
+        for v in &runs {
+            let back = PipelineConfig::parse(&v.text, &v.name).unwrap();
+            assert_eq!(back, v.config, "{}", v.name);
+            let same_but_seed = |mut c: PipelineConfig| {
+                c.train.seed = 0;
+                c
+            };
+            let first = &runs[if v.family == "a" { 0 } else { 3 }].config;
+            assert_eq!(same_but_seed(back), same_but_seed(first.clone()));
+        }
+        let zero = SpecOverrides { replicates: Some(0), ..Default::default() };
+        assert!(spec.with_overrides(&zero).unwrap().load().unwrap_err().to_string().contains("replicates"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use clap::Subcommand;
 mod data;
 mod mate;
 mod mcts;
-mod nn;
+pub(crate) mod nn;
 mod rules;
 mod selfplay;
 mod train;

@@ -39,7 +39,7 @@ pub struct Args {
 }
 
 /// Positions from random games: opening to endgame, both sides to move.
-fn sample_positions(count: usize) -> Vec<Position> {
+pub(crate) fn sample_positions(count: usize) -> Vec<Position> {
     let mut state = 0x9e3779b97f4a7c15u64;
     let mut next = move || {
         state ^= state << 13;

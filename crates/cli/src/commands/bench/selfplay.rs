@@ -78,6 +78,8 @@ pub fn run(args: Args) -> Result<()> {
         workers: args.workers,
         games_per_worker: args.games_per_worker,
         max_batch: 4 * args.games_per_worker * args.workers,
+        // The same games on every run of the benchmark.
+        seed: Some(1),
         ..SelfPlayConfig::default()
     };
     let slot = EvaluatorSlot::new(shared.clone(), "bench");
