@@ -112,6 +112,14 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     };
     let window = train.window.window_size();
     let min_window = train.follow.min_window_samples.max(1) as f64;
+    let largest_window = window.of(usize::MAX / 2) as f64;
+    if largest_window < min_window {
+        return Err(format!(
+            "[train.follow] min_window_samples = {} is more than the window ever holds ({largest_window} samples: \
+             [train.window] size, or c, beta and max): the trainer would wait forever",
+            train.follow.min_window_samples
+        ));
+    }
     // The window holds everything produced until it outgrows `c`, so the first step comes when
     // the samples produced reach `min_window_samples` (or the window's formula does).
     let first_step_s = time_until(|t| window.of((samples_per_s * t) as usize) as f64 >= min_window, samples_per_s)?;
@@ -329,5 +337,9 @@ mod tests {
         assert!(p.trainer_limited_by.contains("ratio"), "{}", p.trainer_limited_by);
         assert!(p.warnings.iter().any(|w| w.contains("schedule ends after")), "{:?}", p.warnings);
         assert!(plan(&config, &throughput(0.0, 1.0), 1.0).unwrap_err().contains("evals/s"));
+        config.train.window.size = 5000;
+        config.train.follow.min_window_samples = 6000;
+        let never = plan(&config, &throughput(900.0, 1e6), 1.0).unwrap_err();
+        assert!(never.contains("min_window_samples = 6000") && never.contains("5000 samples"), "{never}");
     }
 }

@@ -173,6 +173,8 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
             models_dir,
         ));
     }
+    let mut value = value;
+    migrate(&mut value);
     let meta: StateMeta =
         serde_json::from_value(value).map_err(|e| corrupt(&path, format!("invalid state: {e}"), models_dir))?;
     meta.model.validate().map_err(|e| corrupt(&path, e.to_string(), models_dir))?;
@@ -208,6 +210,18 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
 }
 
 /// Wraps an inconsistency found while applying a loaded state (missing tensor, wrong shape).
+/// Brings a state written by an older koma of the same format version to today's field names:
+/// `config.loss.value_lambda` (the game result's weight) is `result_weight` now, with the same
+/// meaning, so a run trained before the rename resumes with the same targets. User configs that
+/// still say `value_lambda` are refused instead, because there a reader may have meant dlshogi's
+/// opposite convention.
+fn migrate(state: &mut serde_json::Value) {
+    let Some(loss) = state.pointer_mut("/config/loss").and_then(|l| l.as_object_mut()) else { return };
+    if let Some(old) = loss.remove("value_lambda") {
+        loss.entry("result_weight").or_insert(old);
+    }
+}
+
 pub fn inconsistent(dir: &Path, models_dir: &Path, reason: impl Into<String>) -> TrainError {
     corrupt(&dir.join(STATE_FILE), reason, models_dir)
 }
@@ -232,5 +246,19 @@ mod tests {
         let saved = serde_json::to_string(&rng).unwrap();
         let mut resumed: Rng = serde_json::from_str(&saved).unwrap();
         assert_eq!(resumed.next_u64(), rng.next_u64());
+    }
+
+    #[test]
+    fn a_state_saved_before_the_rename_resumes_with_its_value_lambda_as_result_weight() {
+        let mut config = TrainConfig::default();
+        config.loss.result_weight = 0.25;
+        let mut state = serde_json::json!({ "config": serde_json::to_value(&config).unwrap() });
+        let loss = state.pointer_mut("/config/loss").unwrap().as_object_mut().unwrap();
+        let weight = loss.remove("result_weight").unwrap();
+        loss.insert("value_lambda".into(), weight);
+        assert!(serde_json::from_value::<TrainConfig>(state["config"].clone()).is_err());
+        migrate(&mut state);
+        let resumed: TrainConfig = serde_json::from_value(state["config"].clone()).unwrap();
+        assert_eq!(resumed.loss.result_weight, 0.25);
     }
 }

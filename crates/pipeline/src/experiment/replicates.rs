@@ -22,7 +22,7 @@ pub struct ReplicateSummary {
     /// half-width (`None` for the first variant, or with fewer than 2 runs on either side).
     pub gain: Option<f64>,
     pub gain_margin: Option<f64>,
-    /// The gain's interval excludes 0.
+    /// The gain's interval excludes 0 (a gain when `gain` is positive, a loss when negative).
     pub significant: bool,
 }
 
@@ -78,14 +78,19 @@ fn mean_sd(xs: &[f64]) -> (f64, f64, usize) {
     (mean, var.sqrt(), n)
 }
 
-/// The 97.5% quantile of Student's t with `df` degrees of freedom (exact table to 10, then the
-/// Cornish–Fisher expansion, within 0.1% beyond).
+/// The 97.5% quantile of Student's t with `df` degrees of freedom, rounded down to a whole
+/// number first: Welch's degrees of freedom are fractional, and with 2 or 3 replicates they lie
+/// between 1 and 4, where the quantile falls steeply (6.02 at 1.5, 12.71 at 1). Rounding down
+/// widens the interval, the usual conservative choice, so a gain is never claimed on an interval
+/// narrower than the data supports. Exact table to 10, then the Cornish–Fisher expansion (within
+/// 0.1% beyond).
 fn t_975(df: f64) -> f64 {
     const TABLE: [f64; 10] = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228];
-    if df < 1.0 {
+    let df = df.floor();
+    if df.is_nan() || df < 1.0 {
         return f64::INFINITY;
     }
-    if df <= 10.0 && df.fract() == 0.0 {
+    if df <= 10.0 {
         return TABLE[df as usize - 1];
     }
     let z: f64 = 1.959964;
@@ -120,5 +125,13 @@ mod tests {
         let one = summarize(&[("a".into(), vec![0.0]), ("b".into(), vec![500.0])]);
         assert_eq!((one[1].gain, one[1].gain_margin, one[1].significant), (Some(500.0), None, false));
         assert!((t_975(30.0) - 2.042).abs() < 0.002 && (t_975(4.0) - 2.776).abs() < 1e-9);
+        // Fractional degrees of freedom round down, never to a smaller quantile than the exact one
+        // (6.02 at 1.5, 4.30 at 2.0001, 3.58 at 2.5).
+        assert_eq!(t_975(1.5), 12.706);
+        assert_eq!(t_975(2.0001), 4.303);
+        assert!(t_975(2.5) >= 3.58 && t_975(0.5).is_infinite());
+        // A variant that is clearly worse is significant, with a negative gain.
+        let worse = summarize(&[("a".into(), vec![0.0, 10.0, -10.0]), ("b".into(), vec![-300.0, -310.0, -290.0])]);
+        assert!(worse[1].significant && worse[1].gain.unwrap() < 0.0, "{:?}", worse[1]);
     }
 }

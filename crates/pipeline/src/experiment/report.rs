@@ -385,8 +385,9 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
             md,
             "Each variant was trained {} times (`NAME.rK`, different seeds, the same model 0). Mean Elo of its runs \
              with the 95% interval of the mean (Student's t), and the gain over `{}` with Welch's 95% interval: \
-             a gain is claimed only when that interval excludes 0.\n",
-            r.replicates.first().map_or(0, |s| s.elos.len()),
+             a gain (or a loss: \"worse\") is claimed only when that interval excludes 0. Runs without a rating \
+             are left out of their variant.\n",
+            r.replicates.iter().map(|s| s.elos.len()).max().unwrap_or(0),
             r.replicates.first().map_or("", |s| s.variant.as_str())
         );
         let _ = writeln!(md, "| variant | runs' Elo | mean | ± | sd | gain | ± | claimed |");
@@ -398,18 +399,20 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
             let elos: Vec<String> = s.elos.iter().map(|e| format!("{e:+.0}")).collect();
             let _ = writeln!(
                 md,
-                "| {} | {} | {:+.0} | {} | {:.0} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {:.0} | {} | {} | {} |",
                 s.variant,
                 elos.join(", "),
-                s.mean,
+                opt((!s.elos.is_empty()).then_some(s.mean), true),
                 opt(s.margin, false),
                 s.sd,
                 opt(s.gain, true),
                 opt(s.gain_margin, false),
                 if s.gain.is_none() {
                     "baseline"
-                } else if s.significant {
+                } else if s.significant && s.gain.is_some_and(|g| g > 0.0) {
                     "**yes**"
+                } else if s.significant {
+                    "**worse**"
                 } else {
                     "no"
                 }

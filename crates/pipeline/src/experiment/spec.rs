@@ -317,15 +317,19 @@ impl ExperimentSpec {
             }
             for k in 1..=self.replicates {
                 // Replicate 1 is the config as written; the others differ in the trainer's seed
-                // (self-play draws a fresh seed in every run anyway).
+                // and, where the config fixes one, self-play's (unset, self-play draws a fresh
+                // seed in every run anyway).
                 let (config, text) = if k == 1 {
                     (config.clone(), text.clone())
                 } else {
                     let mut c = config.clone();
-                    c.train.seed = config.train.seed.wrapping_add(k as u64 - 1);
+                    let offset = k as u64 - 1;
+                    c.train.seed = config.train.seed.wrapping_add(offset);
+                    c.selfplay.seed = config.selfplay.seed.map(|s| s.wrapping_add(offset));
                     let body = toml::to_string(&c).map_err(|e| bad(&v.name, format!("writing replicate {k}: {e}")))?;
+                    let selfplay_seed = c.selfplay.seed.map_or(String::new(), |s| format!(", [selfplay] seed = {s}"));
                     let text = format!(
-                        "# replicate {k} of variant {:?}: {} with [train] seed = {}\n{body}",
+                        "# replicate {k} of variant {:?}: {} with [train] seed = {}{selfplay_seed}\n{body}",
                         v.name,
                         v.config.display(),
                         c.train.seed
@@ -455,7 +459,7 @@ mod tests {
     fn replicates_are_runs_that_differ_only_in_their_seeds() {
         let dir = tempfile::tempdir().unwrap();
         let a = write(dir.path(), "a.toml", "# a\n[train]\nseed = 5\n");
-        let b = write(dir.path(), "b.toml", "[selfplay]\nsimulations = 8\ncheap_simulations = 2\n");
+        let b = write(dir.path(), "b.toml", "[selfplay]\nsimulations = 8\ncheap_simulations = 2\nseed = 40\n");
         let spec = ExperimentSpec::default()
             .with_overrides(&SpecOverrides {
                 cpu_minutes: Some(1.0),
@@ -470,12 +474,16 @@ mod tests {
         assert!(runs.iter().take(3).all(|v| v.family == "a") && runs.iter().skip(3).all(|v| v.family == "b"));
         let seeds: Vec<u64> = runs.iter().map(|v| v.config.train.seed).collect();
         assert_eq!(seeds[..3], [5, 6, 7]);
+        // A self-play seed fixed by the config moves with the replicate too; unset, it stays unset.
+        let selfplay_seeds: Vec<Option<u64>> = runs.iter().map(|v| v.config.selfplay.seed).collect();
+        assert_eq!(selfplay_seeds, [None, None, None, Some(40), Some(41), Some(42)]);
         assert_eq!(runs[0].text, "# a\n[train]\nseed = 5\n");
         for v in &runs {
             let back = PipelineConfig::parse(&v.text, &v.name).unwrap();
             assert_eq!(back, v.config, "{}", v.name);
             let same_but_seed = |mut c: PipelineConfig| {
                 c.train.seed = 0;
+                c.selfplay.seed = None;
                 c
             };
             let first = &runs[if v.family == "a" { 0 } else { 3 }].config;
