@@ -51,6 +51,51 @@ def slope_per_hour(rows: list[dict], key: str) -> float:
     return 60 * sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var
 
 
+def fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (intercept, slope) of ys on xs; slope 0 when xs do not vary."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    var = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / var if var else 0.0
+    return my - slope * mx, slope
+
+
+# MiB of resident memory one open descriptor may explain at most: the 60-minute soak measured
+# 4.81 MiB per open shard (docs/benchmarks.md "Soak"); a fit steeper than this is a leak riding on
+# the window's growth, not the window.
+MAX_MIB_PER_FD = 5.0
+
+
+def residual_rss_slope_per_hour(rows: list[dict]) -> float:
+    """The growth of resident memory that open descriptors do not explain, in MiB per hour over the
+    second half of the run. Memory that grows with the replay window's open shards (each one a
+    descriptor) is bounded by the window and counted by the descriptor bound; what is left growing
+    is a leak. The fitted cost per descriptor is held to [0, MAX_MIB_PER_FD], so that a leak
+    growing beside the window is not explained away by it."""
+    half = rows[len(rows) // 2 :]
+    if len(half) < 3:
+        return 0.0
+    _, per_fd = fit([r["fds"] for r in half], [r["rss_mib"] for r in half])
+    per_fd = min(max(per_fd, 0.0), MAX_MIB_PER_FD)
+    residual = [r["rss_mib"] - per_fd * r["fds"] for r in half]
+    return 60 * fit([r["minutes"] for r in half], residual)[1]
+
+
+def verdict(rows: list[dict], max_rss_mib: float | None, max_fds: int | None, max_slope: float | None) -> list[str]:
+    """What broke the bounds; empty when the soak passes."""
+    problems = []
+    peak = max(r["hwm_mib"] for r in rows)
+    if max_rss_mib is not None and peak > max_rss_mib:
+        problems.append(f"peak resident memory {peak:.0f} MiB is over the bound of {max_rss_mib:.0f} MiB")
+    fds = max(r["fds"] for r in rows)
+    if max_fds is not None and fds > max_fds:
+        problems.append(f"{fds} open file descriptors is over the bound of {max_fds}")
+    slope = residual_rss_slope_per_hour(rows)
+    if max_slope is not None and slope > max_slope:
+        problems.append(f"resident memory grows by {slope:+.0f} MiB/hour beyond what the open shards explain "
+                        f"(bound {max_slope:.0f} MiB/hour): a leak")
+    return problems
+
+
 def plot(rows: list[dict], path: str, title: str) -> None:
     import matplotlib
 
@@ -82,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="directory for soak.csv and soak.png")
     parser.add_argument("--every", type=float, default=60.0, help="seconds between samples (default 60)")
     parser.add_argument("--minutes", type=float, default=0.0, help="stop the command (SIGINT) after this long (0: let it end)")
+    parser.add_argument("--max-rss-mib", type=float, help="fail if the peak resident memory passes this (MiB)")
+    parser.add_argument("--max-fds", type=int, help="fail if the open file descriptors pass this")
+    parser.add_argument("--max-slope", type=float,
+                        help="fail if resident memory not explained by open descriptors grows faster (MiB/hour, second half)")
     parser.add_argument("command", nargs="+", help="the command to watch (after --)")
     args = parser.parse_args(argv)
     # Started in the background (`scripts/soak … &`), a shell leaves SIGINT ignored: take it and
@@ -124,14 +173,24 @@ def main(argv: list[str] | None = None) -> int:
         f"peak {max(r['hwm_mib'] for r in rows):.0f} MiB, second-half slope {slope_per_hour(rows, 'rss_mib'):+.1f} MiB/hour\n"
         f"open file descriptors: {min(r['fds'] for r in rows)}–{max(r['fds'] for r in rows)}, "
         f"second-half slope {slope_per_hour(rows, 'fds'):+.1f}/hour; threads {min(r['threads'] for r in rows)}–"
-        f"{max(r['threads'] for r in rows)}"
+        f"{max(r['threads'] for r in rows)}\n"
+        f"residual memory slope (not explained by open descriptors): {residual_rss_slope_per_hour(rows):+.1f} MiB/hour"
     )
+    problems = verdict(rows, args.max_rss_mib, args.max_fds, args.max_slope)
+    if not any(v is not None for v in (args.max_rss_mib, args.max_fds, args.max_slope)):
+        summary += "\nverdict: none (no bounds given)"
+    elif problems:
+        summary += "\nverdict: FAIL: " + "; ".join(problems)
+    else:
+        summary += "\nverdict: PASS (within every bound given)"
     print(summary)
     with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
         f.write(summary + "\n")
     plot(rows, os.path.join(args.out, "soak.png"), "koma soak: " + " ".join(os.path.basename(a) for a in args.command[:2]))
     print(f"wrote {os.path.join(args.out, 'soak.csv')} and soak.png")
-    return 0 if proc.returncode in (0, -2, 130) else proc.returncode
+    if proc.returncode not in (0, -2, 130):
+        return proc.returncode
+    return 1 if problems else 0
 
 
 if __name__ == "__main__":

@@ -71,10 +71,12 @@ def test_a_truncated_published_model_leaves_self_play_on_its_last_good_one(koma_
     assert made.returncode == 0, made.stderr[-3000:]
     good = models(run)[-1]
     env = dict(os.environ, RUST_LOG="info")
-    selfplay = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = tmp_path / "selfplay.log"
+    with open(log, "w") as err_file:
+        selfplay = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
+                                    stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
     n_shards = len(shards(run))
-    wait_for(lambda: len(shards(run)) > n_shards, 240, selfplay, "a shard from the self-play process")
+    wait_for(lambda: len(shards(run)) > n_shards, 240, selfplay, "a shard from the self-play process", log=log)
     # A newer model whose weights lost their second half after it was published.
     stem = os.path.join(run, "models", "model-00009999")
     shutil.copy(os.path.join(run, "models", good), stem + ".safetensors")
@@ -82,11 +84,14 @@ def test_a_truncated_published_model_leaves_self_play_on_its_last_good_one(koma_
     size = os.path.getsize(stem + ".safetensors")
     with open(stem + ".safetensors", "r+b") as f:
         f.truncate(size // 2)
-    time.sleep(8)  # self-play tries a model a few times, 2 s apart, before it gives up on it
+    # Self-play tries a model a few times before it gives up on it: wait for it to say so (how long
+    # that takes depends on the machine's load), then for a shard played after that.
+    wait_for(lambda: "keeps playing with" in log.read_text(), 240, selfplay, "self-play giving up on the bad model", log=log)
     n_shards = len(shards(run))
-    wait_for(lambda: len(shards(run)) > n_shards, 240, selfplay, "more shards after the bad model appeared")
+    wait_for(lambda: len(shards(run)) > n_shards, 240, selfplay, "more shards after the bad model appeared", log=log)
     selfplay.send_signal(signal.SIGINT)
-    out, err = selfplay.communicate(timeout=120)
+    out, _ = selfplay.communicate(timeout=120)
+    err = log.read_text()
     assert selfplay.returncode == 0, err[-3000:]
     assert "model-00009999" in err and "keeps playing with" in err, err[-3000:]
     summary = json.loads(out.strip().splitlines()[-1])
@@ -96,12 +101,16 @@ def test_a_truncated_published_model_leaves_self_play_on_its_last_good_one(koma_
 
     # A self-play process started now finds the bad model current: it falls back to the newest
     # older model that loads instead of failing on every start.
-    restarted = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = tmp_path / "restarted.log"
+    with open(log, "w") as err_file:
+        restarted = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow", "--json"],
+                                     stdout=subprocess.PIPE, stderr=err_file, text=True, env=env)
     n_shards = len(shards(run))
-    wait_for(lambda: len(shards(run)) > n_shards, 240, restarted, "a shard from a self-play process started on the bad model")
+    wait_for(lambda: len(shards(run)) > n_shards, 240, restarted, "a shard from a self-play process started on the bad model",
+             log=log)
     restarted.send_signal(signal.SIGINT)
-    out, err = restarted.communicate(timeout=120)
+    out, _ = restarted.communicate(timeout=120)
+    err = log.read_text()
     assert restarted.returncode == 0, err[-3000:]
     assert "cannot use the current model" in err and "model-00009999" in err, err[-3000:]
     assert json.loads(out.strip().splitlines()[-1])["selfplay"]["models"][0] == good[: -len(".safetensors")]
@@ -150,29 +159,132 @@ def check_run(koma_bin, run, before):
     return after
 
 
+def cpu_seconds(pid):
+    """User + system CPU time a process has used (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def temporaries(directory):
+    """The temporaries of durable writes in `directory` (`.NAME.tmp-PID-N`)."""
+    return {f for f in os.listdir(directory) if ".tmp-" in f} if os.path.isdir(directory) else set()
+
+
+def writing(run, sub, start, prefix="."):
+    """Whether a durable write of a file named PREFIX… is under way in RUN/SUB: a temporary that
+    was not there at the process's start (a killed writer leaves its temporary behind)."""
+    new = temporaries(os.path.join(run, sub)) - start["temporaries"].get(sub, set())
+    return any(f.startswith(prefix) for f in new)
+
+
+def state_step(run):
+    path = os.path.join(run, "train", "state", "state.json")
+    return json.load(open(path))["step"] if os.path.exists(path) else 0
+
+
+def new_model(run, start):
+    """A model trained by this process: newer than the training state it resumed from (the
+    resume may first publish the state's own checkpoint, which is not new training)."""
+    return any(int(m[len("model-"):-len(".safetensors")]) > start["state_step"] for m in models(run))
+
+
+WRITE_DIRS = ("selfplay", "models", os.path.join("train", "state"))
+
+
+def metrics_lines(run):
+    path = os.path.join(run, "train", "metrics.jsonl")
+    return sum(1 for _ in open(path)) if os.path.exists(path) else 0
+
+
+# Where a kill lands, and how to tell that the pipeline is there: each a predicate over the run
+# directory and what it held when the process started. The durable writes pause 200 ms before
+# their rename (KOMA_SLOW_PUBLISH_MS), so a kill can land inside one.
+PHASES = {
+    "start-up": lambda run, start: True,
+    "self-play": lambda run, start: len(shards(run)) > start["shards"] and not writing(run, "selfplay", start),
+    "training": lambda run, start: metrics_lines(run) > start["metrics"],
+    "writing a shard": lambda run, start: writing(run, "selfplay", start),
+    "checkpointing": lambda run, start: writing(run, "models", start, prefix=".model-"),
+    "saving the training state": lambda run, start: writing(run, WRITE_DIRS[2], start),
+    "loading a new model": new_model,
+}
+
+
+def kill_in_phase(proc, log, run, phase, start, rng, timeout=30.0):
+    """Waits until `proc` (its stderr in file `log`) is in `phase`, checks that it is alive and has
+    done work, and SIGKILLs it. Returns whether the kill landed there (False: the phase never came
+    within `timeout`)."""
+    started = time.time()
+    if phase == "start-up":
+        time.sleep(rng.uniform(0.3, 1.0))
+        while cpu_seconds(proc.pid) <= 0.05 and time.time() - started < timeout:
+            time.sleep(0.01)
+    while not PHASES[phase](run, start):
+        if proc.poll() is not None:
+            pytest.fail(f"koma exited ({proc.returncode}) while waiting for {phase}:\n{log.read_text()[-3000:]}")
+        if time.time() - started > timeout:
+            break
+        time.sleep(0.005)
+    landed = PHASES[phase](run, start)
+    assert proc.poll() is None, f"the process died before the kill ({phase}):\n{log.read_text()[-3000:]}"
+    assert cpu_seconds(proc.pid) > 0.05, f"the process did no work before the kill ({phase})"
+    proc.kill()
+    proc.wait()
+    return landed
+
+
 def test_chaos_sigkill_at_random_moments_loses_nothing(koma_bin, tmp_path, config):
-    """20 SIGKILLs of a pipeline, then 10 of separate self-play and trainer processes, each at a
-    random moment (start-up, loading, training, writing), each followed by a resume."""
+    """SIGKILLs of a pipeline in each phase of its work (start-up, self-play, training, writing a
+    shard, checkpointing, saving the training state, loading a new model), each followed by a
+    resume, at least 20 landing where they were aimed; then 10 of separate self-play and trainer
+    processes, each checked to be alive and working before its kill. Nothing written is lost."""
     run = str(tmp_path / "run")
     rng = random.Random(16)
+    env = dict(os.environ, KOMA_SLOW_PUBLISH_MS="200")
     state = (0, 0, {})
-    for kill in range(20):
+    landed = {phase: 0 for phase in PHASES}
+    missed = []
+    order = list(PHASES)
+    chaos_started = time.time()
+    for kill in range(40):
+        if sum(landed.values()) >= 20 and min(landed.values()) >= 1:
+            break
+        if time.time() - chaos_started > 600:
+            break
+        phase = order[kill % len(order)]
         args = ["--config", config] if kill == 0 else ["--resume"]
-        proc = subprocess.Popen([koma_bin, "pipeline", "--run", run, "--minutes", "0", "--no-report", *args],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        # The first run lives long enough to create the run directory.
-        time.sleep(rng.uniform(3.0, 6.0) if kill == 0 else rng.uniform(0.5, 6.0))
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        proc.kill()
-        proc.wait()
+        start = {"shards": len(shards(run)), "state_step": state_step(run), "metrics": metrics_lines(run),
+                 "temporaries": {sub: temporaries(os.path.join(run, sub)) for sub in WRITE_DIRS}}
+        log = tmp_path / f"pipeline-{kill + 1}.log"
+        with open(log, "w") as err:
+            proc = subprocess.Popen([koma_bin, "pipeline", "--run", run, "--minutes", "0", "--no-report", *args],
+                                    stdout=subprocess.DEVNULL, stderr=err, env=env)
+        if kill == 0:  # the first run lives long enough to create the run and its model 0
+            deadline = time.time() + 60
+            while not models(run):
+                assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+                time.sleep(0.05)
+        if kill_in_phase(proc, log, run, phase, start, rng):
+            landed[phase] += 1
+            print(f"kill {kill + 1}: {phase}")
+        else:
+            missed.append(phase)
+            print(f"kill {kill + 1}: aimed at {phase}, which did not come within the timeout")
         state = check_run(koma_bin, run, state)
+    assert sum(landed.values()) >= 20 and min(landed.values()) >= 1, f"kills by phase: {landed}, missed: {missed}"
     for kill in range(10):
-        selfplay = subprocess.Popen([koma_bin, "selfplay", "--run", run, "--follow"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        trainer = subprocess.Popen([koma_bin, "train", "--run", run, "--follow"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.5, 6.0))
-        for p in rng.sample([selfplay, trainer], 2):
+        logs = {name: tmp_path / f"{name}-{kill + 1}.log" for name in ("selfplay", "train")}
+        procs = []
+        for name, log in logs.items():
+            with open(log, "w") as err:
+                procs.append(subprocess.Popen([koma_bin, name, "--run", run, "--follow"],
+                                              stdout=subprocess.DEVNULL, stderr=err, env=env))
+        time.sleep(rng.uniform(1.0, 6.0))
+        for p in rng.sample(procs, 2):
+            name = p.args[1]
+            assert p.poll() is None, f"{name} died before its kill:\n{logs[name].read_text()[-3000:]}"
+            assert cpu_seconds(p.pid) > 0.05, f"{name} did no work before its kill"
             p.kill()
             p.wait()
             time.sleep(rng.uniform(0.0, 1.0))
@@ -214,7 +326,7 @@ def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin
     assert full.returncode != 0, full.stderr[-3000:]
     assert str(out) in full.stderr and ".h5" in full.stderr, full.stderr[-3000:]
     assert not [p for p in out.iterdir() if not p.name.endswith(".h5")], "a temporary file was left behind"
-    assert not [p for p in records.iterdir() if p.name.endswith(".tmp")], "a half record was left behind"
+    assert not [p for p in records.iterdir() if ".tmp" in p.name], "a half record was left behind"
     for p, content in shards_before.items():
         assert p.read_bytes() == content
     for p, content in records_before.items():
@@ -231,3 +343,78 @@ def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin
     assert model.read_bytes() == good
     assert not [p for p in tmp_path.iterdir() if ".tmp-" in p.name], "a temporary checkpoint was left behind"
     load_checkpoint(str(model))
+
+
+def no_temporaries(*dirs):
+    left = [os.path.join(d, f) for d in dirs if os.path.isdir(d) for f in os.listdir(d) if ".tmp" in f]
+    assert not left, f"temporaries left behind: {left}"
+
+
+def test_a_full_disk_while_recording_training_importing_or_rating_loses_nothing(koma, koma_bin, tmp_path):
+    """A file-size limit (a full disk) reached while writing a game record, the trainer's training
+    state, a hcpe import's shard and an arena results file: each a clear error naming the file,
+    nothing written before it lost, no temporary left."""
+    model = tmp_path / "m.safetensors"
+    koma("init", "--config", "tiny", "--out", str(model))
+    config = tmp_path / "selfplay.toml"
+    config.write_text("[selfplay]\ngames_per_worker = 4\nleaves_per_game = 2\nsimulations = 8\ncheap_simulations = 2\nmax_plies = 64\n")
+    out, records = tmp_path / "shards", tmp_path / "records"
+    selfplay = [koma_bin, "selfplay", "--model", str(model), "--config", str(config), "--games", "4", "--games-per-shard", "2",
+                "--out", str(out), "--records", str(records), "--device", "cpu", "--threads", "1"]
+    first = subprocess.run(selfplay, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-3000:]
+    records_before = {p: p.read_bytes() for p in records.iterdir()}
+
+    # A record: smaller than the smallest record, so the first record of the next game fails.
+    limit = min(len(b) for b in records_before.values()) // 2
+    full = subprocess.run(selfplay, capture_output=True, text=True, timeout=300, preexec_fn=file_size_limit(limit))
+    assert str(records) in full.stderr and "game-" in full.stderr and "File too large" in full.stderr, full.stderr[-3000:]
+    no_temporaries(records, out)
+    assert {p: p.read_bytes() for p in records.iterdir()} == records_before
+
+    # The trainer's training state (saved before the checkpoint of its step, and larger: it holds
+    # the optimiser's buffers too), at a limit the checkpoint alone would fit under. Failing at each
+    # step of a trainer's checkpoint write is crates/train/src/trainer.rs
+    # `a_failed_save_keeps_the_last_checkpoint_and_state`.
+    train = [koma_bin, "train", "--data", str(out), "--batch-size", "16", "--checkpoint-every", "5", "--device", "cpu",
+             "--threads", "1", "--out", str(tmp_path / "run")]
+    ok = subprocess.run([*train, "--model", str(model), "--steps", "5"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    models_dir, state_dir = tmp_path / "run" / "models", tmp_path / "run" / "train" / "state"
+    saved = {p: p.read_bytes() for d in (models_dir, state_dir) for p in d.iterdir()}
+    checkpoint = models_dir / "model-00000005.safetensors"
+    full = subprocess.run([*train, "--resume", "--steps", "10"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=file_size_limit(len(checkpoint.read_bytes()) + 4096))
+    assert full.returncode != 0 and str(state_dir) in full.stderr and "File too large" in full.stderr, full.stderr[-3000:]
+    no_temporaries(models_dir, state_dir)
+    assert {p: p.read_bytes() for d in (models_dir, state_dir) for p in d.iterdir()} == saved, "something changed"
+    assert json.load(open(state_dir / "state.json"))["step"] == 5
+    load_checkpoint(str(checkpoint))
+    resumed = subprocess.run([*train, "--resume", "--steps", "10"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+
+    # A hcpe import: its first shard does not fit.
+    hcpe = tmp_path / "games.hcpe"
+    koma("data", "export", "--to", "hcpe", str(out), "--out", str(hcpe))
+    imported = tmp_path / "imported"
+    full = subprocess.run([koma_bin, "data", "import", "--from", "hcpe", str(hcpe), "--out", str(imported)],
+                          capture_output=True, text=True, timeout=300, preexec_fn=file_size_limit(len(hcpe.read_bytes()) // 4))
+    assert full.returncode != 0 and str(imported) in full.stderr and "File too large" in full.stderr, full.stderr[-3000:]
+    no_temporaries(imported)
+    assert not list(imported.glob("*.h5")), "a shard under the limit would be a half shard"
+
+    # An arena results file: the appended line does not fit; the lines before it stay, and the
+    # next match cuts the torn line off and goes on.
+    results = tmp_path / "arena" / "results.jsonl"
+    arena = [koma_bin, "arena", "--player", "greedy", "--player", "random", "--games", "2", "--max-plies", "40",
+             "--results", str(results)]
+    ok = subprocess.run(arena, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr[-3000:]
+    before = results.read_bytes()
+    full = subprocess.run(arena, capture_output=True, text=True, timeout=300, preexec_fn=file_size_limit(len(before) + 20))
+    assert full.returncode != 0 and str(results) in full.stderr, full.stderr[-3000:]
+    assert results.read_bytes().startswith(before)
+    again = subprocess.run(arena, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    lines = [json.loads(line) for line in results.read_text().splitlines()]
+    assert len(lines) == 4 and results.read_bytes().startswith(before)

@@ -77,18 +77,21 @@ def models(run):
     return sorted(f for f in os.listdir(os.path.join(run, "models")) if f.endswith(".safetensors"))
 
 
-def wait_for(predicate, timeout, proc, what):
+def wait_for(predicate, timeout, proc, what, log=None):
+    """Waits for `predicate`; fails with the process's stderr (piped, or in the file `log`) when
+    it exits first or `timeout` seconds pass."""
+    def stderr():
+        _, err = proc.communicate()
+        return (open(log).read() if log else err or "")[-3000:]
     deadline = time.time() + timeout
     while time.time() < deadline:
         if predicate():
             return
         if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"koma exited ({proc.returncode}) before {what}:\n{err[-3000:]}")
+            pytest.fail(f"koma exited ({proc.returncode}) before {what}:\n{stderr()}")
         time.sleep(0.5)
     proc.kill()
-    out, err = proc.communicate()
-    pytest.fail(f"timed out waiting for {what}:\n{err[-3000:]}")
+    pytest.fail(f"timed out waiting for {what}:\n{stderr()}")
 
 
 @pytest.fixture()
@@ -101,21 +104,23 @@ def config(tmp_path):
 def test_pipeline_publishes_switches_survives_kill_and_resumes(koma_bin, tmp_path, config):
     run = str(tmp_path / "run")
     env = dict(os.environ, RUST_LOG="info")
-    proc = subprocess.Popen([koma_bin, "pipeline", "--config", config, "--run", run, "--no-report"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    log = tmp_path / "pipeline.log"  # a file, not a pipe nobody reads while it fills
+    with open(log, "w") as err:
+        proc = subprocess.Popen([koma_bin, "pipeline", "--config", config, "--run", run, "--no-report"],
+                                stdout=subprocess.DEVNULL, stderr=err, env=env)
     # Model 0 plus at least two trained models, and games played by a trained one.
     def switched():
         if len(models(run)) < 3:
             return False
         return any(m != "model-00000000" for s in shards(run) for m in read_shard(s)[1])
-    wait_for(switched, 240, proc, "two published models and self-play on a new one")
+    wait_for(switched, 240, proc, "two published models and self-play on a new one", log=log)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
 
-    # Nothing half-written: every shard opens, every checkpoint has its sidecar.
+    # Nothing half-written: every shard opens, every checkpoint has its sidecar (a temporary the
+    # kill left behind carries no final name, and nothing reads it).
     before = {s: read_shard(s) for s in shards(run)}
     assert before, "no shards"
-    assert not [f for f in os.listdir(os.path.join(run, "selfplay")) if f.endswith(".tmp")]
     for m in models(run):
         with open(os.path.join(run, "models", m[: -len(".safetensors")] + ".json")) as f:
             json.load(f)
@@ -134,13 +139,15 @@ def test_pipeline_publishes_switches_survives_kill_and_resumes(koma_bin, tmp_pat
     # A new run in the same directory is refused; --resume continues it.
     refused = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run], capture_output=True, text=True)
     assert refused.returncode != 0 and "--resume" in refused.stderr
-    resumed = subprocess.run([koma_bin, "pipeline", "--run", run, "--resume", "--minutes", "0.75", "--json"],
-                             capture_output=True, text=True, timeout=400, env=env)
+    # Stopped by a step count, not a time (a loaded machine takes longer, never fewer steps):
+    # 20 more steps publish two more models (checkpoint_every = 10).
+    resumed = subprocess.run([koma_bin, "pipeline", "--run", run, "--resume", "--steps", str(step_at_kill + 20), "--json"],
+                             capture_output=True, text=True, timeout=900, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     summary = json.loads(resumed.stdout.strip().splitlines()[-1])
-    assert summary["resumed"] and summary["stop_reason"] == "time_limit"
+    assert summary["resumed"] and summary["stop_reason"] == "steps_reached"
     assert summary["train"]["resumed"] and summary["train"]["start_step"] == step_at_kill
-    assert summary["train"]["final_step"] > step_at_kill
+    assert summary["train"]["final_step"] == step_at_kill + 20
     assert summary["selfplay"]["models"][0] != "model-00000000"  # starts on the newest model
     # Every shard from before the kill is still there, unchanged; more samples now.
     after = {s: read_shard(s) for s in shards(run)}

@@ -13,7 +13,7 @@ mid-game positions) and given every kind of ending. Then:
 cshogi's KIF parser does not read board-diagram (BOD) starts nor the 歩三兵/裸玉 names, so games
 from those starts are compared through KIF only in the cshogi → koma direction.
 
-Needs KOMA_BIN (scripts/test sets it) with the `convert` subcommand; skipped otherwise.
+Needs KOMA_BIN (scripts/test sets it).
 KOMA_RECORD_GAMES sets the number of games (default 1000).
 """
 
@@ -136,13 +136,8 @@ def parse_usi_line(line: str):
 
 
 @pytest.fixture(scope="module")
-def convert():
-    path = os.environ.get("KOMA_BIN")
-    if not path or not os.access(path, os.X_OK):
-        pytest.skip("KOMA_BIN is not set to an executable koma binary (run the tests with scripts/test)")
-    probe = subprocess.run([path, "convert", "--help"], capture_output=True, text=True)
-    if probe.returncode != 0 or "--from" not in probe.stdout + probe.stderr:
-        pytest.skip("this koma has no `convert` subcommand yet (it wires koma_shogi::record::convert_path)")
+def convert(koma_bin):
+    path = koma_bin
 
     def run(src: Path, dst: Path, frm: str, to: str):
         p = subprocess.run([path, "convert", "--from", frm, "--to", to, str(src), str(dst)], capture_output=True, text=True)
@@ -280,13 +275,8 @@ def test_koma_writes_what_cshogi_reads(games, convert, tmp_path):
 
 
 def convert_ki2(convert, src: Path, dst: Path, frm: str):
-    """`koma convert --to ki2`, skipping when this koma does not offer KI2 yet."""
-    try:
-        convert(src, dst, frm, "ki2")
-    except AssertionError as e:
-        if "ki2" in str(e).lower() and not any(dst.parent.glob("**/*.ki2")):
-            pytest.skip(f"koma convert has no KI2 output: {e}")
-        raise
+    """`koma convert --to ki2`."""
+    convert(src, dst, frm, "ki2")
 
 
 def one_move_per_line(ki2: str) -> str:
@@ -341,12 +331,7 @@ def test_cshogi_ki2_read_by_koma(games, convert, tmp_path):
         for m in g.moves:
             e.move(m)
         e.close()
-    try:
-        convert(src, out, "ki2", "usi")
-    except AssertionError as e:
-        if "ki2" in str(e).lower() and not out.exists():
-            pytest.skip(f"koma convert cannot read KI2: {e}")
-        raise
+    convert(src, out, "ki2", "usi")
     for g in even:
         [line] = (out / f"g{g.index:05}.usi").read_text().splitlines()
         assert parse_usi_line(line) == (strip_move_number(g.start), g.usi), f"game {g.index}"

@@ -218,7 +218,7 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
     assert not os.path.exists(os.path.join(rundir, "trainer.lease"))
     with open(os.path.join(logs_dir, f"slurm-trainer-{trainer}.out")) as f:
         assert ", stopped" in f.read(), logs()
-    assert not [f for f in os.listdir(os.path.join(rundir, "selfplay")) if f.endswith(".tmp")]
+    assert not [f for f in os.listdir(os.path.join(rundir, "selfplay")) if ".tmp-" in f], "a stopped run left a temporary"
 
     # A resubmitted trainer resumes at the state's step, and its window is every shard of both
     # tasks.

@@ -100,8 +100,8 @@ impl MatchState {
 }
 
 /// Saves a game's KIF as `DIR/BLACK-vs-WHITE-pair-NNNNN.kifu` (`-2`, `-3`, … when that name is
-/// taken: a self-match, or the same pairing in another match), written under a temporary name and
-/// renamed, never overwriting an earlier game.
+/// taken: a self-match, or the same pairing in another match), written durably, never overwriting an
+/// earlier game.
 fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), String> {
     let (black, white) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
     let safe = |name: &str| -> String {
@@ -113,10 +113,7 @@ fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &
         .map(|k| dir.join(if k == 1 { format!("{stem}.kifu") } else { format!("{stem}-{k}.kifu") }))
         .find(|p| !p.exists())
         .expect("some name is free");
-    let tmp = path.with_extension("kifu.tmp");
-    std::fs::write(&tmp, text)
-        .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| format!("{}: {e}", path.display()))
+    koma_base::durable::write(&path, text.as_bytes()).map_err(|e| e.to_string())
 }
 
 /// The game as a KIF record with player names and result.
@@ -133,24 +130,42 @@ fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, String> {
 }
 
 /// Opens the results file for appending. Bytes after its last newline are a line torn by a kill
-/// or a full disk; they are cut off (with a warning), so that the next line starts clean.
+/// or a full disk; they are cut off (with a warning), so that the next line starts clean. The cut
+/// and every append hold an exclusive lock on the file ([`append_line`]), so a process opening the
+/// file never cuts a line another process is writing into the same file.
 fn open_results(path: &Path) -> Result<File, String> {
     let failed = |e: std::io::Error| format!("{}: {e}", path.display());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let mut file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(failed)?;
-    let len = file.metadata().map_err(failed)?.len();
-    let whole_lines = end_of_last_line(&mut file, len).map_err(failed)?;
-    if whole_lines < len {
-        tracing::warn!(
-            "{}: cutting off a torn last line ({} bytes without a newline, left by a kill or a full disk)",
-            path.display(),
-            len - whole_lines
-        );
-        file.set_len(whole_lines).map_err(failed)?;
-    }
+    file.lock().map_err(failed)?;
+    let cut = (|| {
+        let len = file.metadata()?.len();
+        let whole_lines = end_of_last_line(&mut file, len)?;
+        if whole_lines < len {
+            tracing::warn!(
+                "{}: cutting off a torn last line ({} bytes without a newline, left by a kill or a full disk)",
+                path.display(),
+                len - whole_lines
+            );
+            file.set_len(whole_lines)?;
+        }
+        Ok(())
+    })();
+    let unlocked = file.unlock();
+    cut.and(unlocked).map_err(failed)?;
     Ok(file)
+}
+
+/// Appends `line` in one write under an exclusive lock: processes appending to one results file
+/// (two matches of a run, an arena beside the pipeline) never interleave or cut each other's
+/// lines.
+fn append_line(file: &mut File, line: &str) -> std::io::Result<()> {
+    file.lock()?;
+    let written = file.write_all(line.as_bytes());
+    let unlocked = file.unlock();
+    written.and(unlocked)
 }
 
 /// Where the last newline of `file` (`len` bytes) ends; 0 when it has none. Reads backwards, so a
@@ -319,8 +334,9 @@ pub fn run_match(
                 // the next open cuts off and the reader skips.
                 let mut line = result_line(&g, &state.a_name, &state.b_name).to_string();
                 line.push('\n');
-                if let Err(e) = file.write_all(line.as_bytes()) {
-                    failure.get_or_insert(MatchError { message: format!("writing results: {e}"), results_lost: true });
+                if let Err(e) = append_line(file, &line) {
+                    let path = config.results.as_deref().unwrap_or(Path::new("results")).display();
+                    failure.get_or_insert(MatchError { message: format!("writing {path}: {e}"), results_lost: true });
                     stop.store(true, Ordering::Relaxed);
                 }
             }
@@ -339,5 +355,61 @@ pub fn run_match(
         // The games played stay in the results file; the match itself failed.
         Some(e) => Err(MatchError { message: format!("{e} (the match stopped after {} games)", state.played), ..e }),
         None => Ok(state),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A process that opens the results file while another is halfway through appending a line
+    /// waits for that line instead of cutting it off as torn.
+    #[test]
+    fn opening_waits_for_a_line_being_appended_instead_of_cutting_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        std::fs::write(&path, "{\"game\":1}\n").unwrap();
+        let mut writer = OpenOptions::new().append(true).open(&path).unwrap();
+        writer.lock().unwrap();
+        writer.write_all(b"{\"game\":").unwrap();
+        let opener = {
+            let path = path.clone();
+            std::thread::spawn(move || open_results(&path).map(drop))
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!opener.is_finished(), "the opener did not wait for the lock");
+        writer.write_all(b"2}\n").unwrap();
+        writer.unlock().unwrap();
+        opener.join().unwrap().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"game\":1}\n{\"game\":2}\n");
+    }
+
+    /// Appends from several processes' worth of threads, each with its own handle, all land whole.
+    #[test]
+    fn concurrent_appends_keep_every_line_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("results.jsonl");
+        let threads: Vec<_> = (0..4)
+            .map(|t| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let mut file = open_results(&path).unwrap();
+                    for i in 0..100 {
+                        append_line(
+                            &mut file,
+                            &format!("{{\"thread\":{t},\"game\":{i},\"pad\":\"{}\"}}\n", "x".repeat(500)),
+                        )
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 400);
+        assert!(text.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
     }
 }

@@ -60,6 +60,8 @@ struct Process {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
+    /// Killed and reaped: its pid may belong to another process now, so nothing signals it again.
+    reaped: bool,
 }
 
 impl Process {
@@ -78,6 +80,10 @@ impl Process {
             }
             command.current_dir(dir);
         }
+        // Its own process group: an engine started through a wrapper script (`run.sh` that
+        // execs nothing) is killed with everything it started, not just the shell.
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command
             .args(&config.args)
             .stdin(Stdio::piped())
@@ -99,25 +105,53 @@ impl Process {
                 }
             })
             .map_err(|e| format!("reader thread: {e}"))?;
-        Ok(Process { child, stdin, lines })
+        Ok(Process { child, stdin, lines, reaped: false })
     }
 
-    /// Ends the process at once (it may be hung, or hold a GPU the next one needs).
+    /// Whether the process has exited, without reaping it: until it is reaped its pid stays
+    /// reserved, so [`Process::kill`] can still signal its process group.
+    fn exited(&mut self) -> bool {
+        #[cfg(unix)]
+        {
+            let pid: libc::id_t = self.child.id();
+            // SAFETY: waitid writes only into `info`, a zeroed siginfo_t that lives on this stack.
+            unsafe {
+                let mut info: libc::siginfo_t = std::mem::zeroed();
+                let found = libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+                found != 0 || info.si_pid() != 0
+            }
+        }
+        #[cfg(not(unix))]
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Ends the process and everything it started at once (it may be hung, or hold a GPU the next
+    /// one needs).
     fn kill(&mut self) {
+        if self.reaped {
+            return;
+        }
+        #[cfg(unix)]
+        if let Ok(group) = libc::pid_t::try_from(self.child.id()) {
+            // SAFETY: kill(2) with a negative pid signals that process group; it touches no memory.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.reaped = true;
     }
 }
 
 impl Drop for Process {
-    /// `quit`, half a second to obey, then a kill.
+    /// `quit`, half a second to obey, then a kill of its process group either way: what a wrapper
+    /// script started goes too.
     fn drop(&mut self) {
+        if self.reaped {
+            return;
+        }
         let _ = writeln!(self.stdin, "quit").and_then(|_| self.stdin.flush());
         let deadline = Instant::now() + Duration::from_millis(500);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
+        while Instant::now() < deadline && !self.exited() {
             std::thread::sleep(Duration::from_millis(10));
         }
         self.kill();

@@ -195,10 +195,11 @@ fn an_engine_on_a_clock_gets_both_clocks_and_loses_on_time_when_late() {
 
 #[test]
 fn an_engine_in_sudden_death_loses_when_its_main_time_runs_out() {
-    // Every move takes 0.2 s: a main time of 0.5 s lasts two moves.
+    // Two moves at once, then one of 1.5 s: a main time of 0.5 s covers the first two, however
+    // loaded the machine, and never the third.
     let mut config = scripted(
         "scripted",
-        r#"sleep 0.2; n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; else echo "bestmove 2g2f"; fi"#,
+        r#"n=$((n+1)); if [ $n = 1 ]; then echo "bestmove 7g7f"; elif [ $n = 2 ]; then echo "bestmove 2g2f"; else sleep 1.5; echo "bestmove 1g1f"; fi"#,
     );
     config.limit =
         GoLimit::Clock(TimeControl::new(Duration::from_millis(500), Duration::ZERO, Duration::ZERO).unwrap());
@@ -224,4 +225,35 @@ fn an_engine_starts_in_its_folder() {
     config.working_dir = Some(folder.path().join("missing"));
     let err = UsiEngine::start(config).err().expect("a missing folder is an error");
     assert!(err.contains("missing") && err.contains("is not a folder"), "{err}");
+}
+
+/// Whether process `pid` runs (a zombie, killed and not yet reaped, does not).
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().and_then(|rest| rest.trim_start().chars().next()) != Some('Z'),
+        Err(_) => false,
+    }
+}
+
+/// An engine started through a wrapper that starts a process of its own: ending it kills the
+/// wrapper and everything it started (its process group), whether it obeys `quit` or not.
+#[test]
+fn a_wrapped_engine_is_killed_with_everything_it_started() {
+    for obeys_quit in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("helper.pid");
+        let mut config = scripted("wrapped", r#"echo "bestmove resign""#);
+        let body =
+            if obeys_quit { config.args[1].clone() } else { config.args[1].replace("quit) exit 0 ;;", "quit) ;;") };
+        config.args[1] = format!("sleep 300 & echo $! > '{}'\n{body}", pid_file.display());
+        let engine = UsiEngine::start(config).unwrap();
+        let helper: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+        assert!(alive(helper));
+        drop(engine);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while alive(helper) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!alive(helper), "obeys quit: {obeys_quit}: the wrapper's helper {helper} survived the engine");
+    }
 }

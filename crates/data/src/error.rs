@@ -18,6 +18,10 @@ pub enum DataError {
     Inconsistent { path: PathBuf, what: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// Publishing a file failed (the message names the file and the step); the file it was to
+    /// replace, if any, is intact.
+    #[error(transparent)]
+    Write(#[from] koma_base::durable::DurableError),
     #[error("{path}: {message}")]
     BadInput { path: PathBuf, message: String },
     #[error("{path}: sample {index}: {message}")]

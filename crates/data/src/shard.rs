@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use hdf5::types::VarLenUnicode;
+use koma_base::durable::{StagedFile, Step};
 use koma_shogi::{GameResult, Move};
 use ndarray::Array1;
 
@@ -56,7 +57,8 @@ fn quantize(weight: f32) -> u16 {
     (weight.clamp(0.0, 1.0) * 65535.0).round() as u16
 }
 
-/// Writes `games` to `path` atomically (temporary file, fsync, rename). Returns the sample count.
+/// Writes `games` to `path` durably (`koma_base::durable`: the old shard or the new one, never
+/// part of one). Returns the sample count.
 pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
     write_shard_with(path, games, &[])
 }
@@ -64,7 +66,8 @@ pub fn write_shard(path: &Path, games: &[GameSamples]) -> Result<usize> {
 /// [`write_shard`] with string attributes of the file besides the format's own (self-play's
 /// `selfplay_seed`, say).
 pub fn write_shard_with(path: &Path, games: &[GameSamples], attributes: &[(String, String)]) -> Result<usize> {
-    let tmp = path.with_extension("h5.tmp");
+    let staged = StagedFile::new(path);
+    let tmp = staged.temporary();
     let n: usize = games.iter().map(|g| g.samples.len()).sum();
     let mut position = Vec::with_capacity(n);
     let mut moves = Vec::with_capacity(n);
@@ -121,7 +124,7 @@ pub fn write_shard_with(path: &Path, games: &[GameSamples], attributes: &[(Strin
     }
 
     let write = || -> hdf5::Result<()> {
-        let file = hdf5::File::create(&tmp)?;
+        let file = hdf5::File::create(tmp)?;
         write_attr_str(&file, "format", FORMAT)?;
         file.new_attr::<u32>().shape(()).create("format_version")?.as_writer().write_scalar(&FORMAT_VERSION)?;
         write_attr_str(&file, "position_encoding", PACKED_ENCODING)?;
@@ -153,16 +156,11 @@ pub fn write_shard_with(path: &Path, games: &[GameSamples], attributes: &[(Strin
         file.flush()?;
         Ok(())
     };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(h5(path)(e));
-    }
-    // Synced before the rename, so that after a power loss a shard under its final name is whole.
-    let published = std::fs::File::open(&tmp).and_then(|f| f.sync_all()).and_then(|()| std::fs::rename(&tmp, path));
-    if let Err(source) = published {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(DataError::Io { path: path.to_path_buf(), source });
-    }
+    staged.check(Step::Create)?;
+    staged.check(Step::Write)?;
+    // A failure drops `staged`, which removes the temporary.
+    write().map_err(h5(path))?;
+    staged.publish()?;
     Ok(n)
 }
 

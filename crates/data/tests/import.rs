@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use koma_base::durable::{fail_next, Step};
 use koma_data::hcp::{encode_hcp, move_to_move16, HcpeRecord, DLSHOGI_EVAL_SCALE};
 use koma_data::import::{export_hcpe, import, ImportOptions, Source};
 use koma_data::inspect::{list_shards, shard_stats, verify_shard};
@@ -143,6 +144,17 @@ fn hcpe_import_export_round_trip() {
     let exported = export_hcpe(&summary.shards, &back, DLSHOGI_EVAL_SCALE, &mut |_| {}).unwrap();
     assert_eq!(exported.records, records.len());
     assert!(std::fs::read(&back).unwrap() == std::fs::read(&input).unwrap(), "export differs from the imported file");
+    // An export that fails at any step (a full disk) leaves the earlier export whole, no temporary.
+    for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
+        fail_next(&back, step);
+        let e = export_hcpe(&summary.shards, &back, DLSHOGI_EVAL_SCALE, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("back.hcpe"), "{step:?}: {e}");
+        assert!(std::fs::read(&back).unwrap() == std::fs::read(&input).unwrap(), "{step:?}");
+        let temporaries = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".tmp"));
+        assert_eq!(temporaries.count(), 0, "{step:?}");
+    }
 
     let stats = shard_stats(&summary.shards, &mut |_, _| {});
     assert_eq!(

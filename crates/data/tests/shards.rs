@@ -66,7 +66,7 @@ fn random_game(rng: &mut Rng, index: usize) -> GameSamples {
         model: format!("model-{index}"),
         moves: moves_played,
         // Every other game has root value estimates: a shard mixes both kinds.
-        root_values: if index % 2 == 0 {
+        root_values: if index.is_multiple_of(2) {
             (0..samples.len()).map(|i| [i as f32 / 100.0, -0.5, 0.25, index as f32 / 1000.0]).collect()
         } else {
             Vec::new()
@@ -128,6 +128,28 @@ fn packed_positions_round_trip() {
     }
 }
 
+/// A shard whose write fails at any step (a full disk) is an error naming it; the shard it was
+/// to replace is intact and no temporary is left.
+#[test]
+fn a_failed_shard_write_keeps_the_old_shard_and_leaves_no_temporary() {
+    use koma_base::durable::{fail_next, Step};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.h5");
+    let mut rng = Rng(9);
+    let old: Vec<GameSamples> = (0..3).map(|i| random_game(&mut rng, i)).collect();
+    let n = write_shard(&path, &old).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let new: Vec<GameSamples> = (0..5).map(|i| random_game(&mut rng, i)).collect();
+    for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
+        fail_next(&path, step);
+        let e = write_shard(&path, &new).unwrap_err();
+        assert!(e.to_string().contains("s.h5"), "{step:?}: {e}");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{step:?}");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "{step:?}: a temporary was left");
+    }
+    assert_eq!(ShardReader::open(&path).unwrap().len(), n);
+}
+
 #[test]
 fn shard_round_trip_and_game_metadata() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,7 +157,7 @@ fn shard_round_trip_and_game_metadata() {
     let mut rng = Rng(5);
     let games: Vec<GameSamples> = (0..12).map(|i| random_game(&mut rng, i)).collect();
     let n = write_shard(&path, &games).unwrap();
-    assert!(!dir.path().join("a.h5.tmp").exists());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the shard, no temporary");
     let reader = ShardReader::open(&path).unwrap();
     assert_eq!(reader.len(), n);
     let all: Vec<&Sample> = games.iter().flat_map(|g| &g.samples).collect();

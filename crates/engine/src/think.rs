@@ -259,8 +259,11 @@ impl Job {
                 return Answer::Resign;
             }
             None => {
-                self.out.warn("the network is not ready in time: this move is searched with uniform priors");
-                Arc::new(LoadedNet::uniform("uniform stand-in"))
+                // A GUI that sent `go` without waiting for `readyok`: no move that no network chose.
+                self.out.warn(
+                    "error: the network is not ready in time (send isready and wait for readyok before go): resigning",
+                );
+                return Answer::Resign;
             }
         };
 

@@ -156,6 +156,7 @@ fn ponder_then_ponderhit_answers_within_the_time() {
     let mut e = Harness::new();
     e.send("setoption name USI_Ponder value true");
     e.ready();
+    let slack = e.scheduling_slack();
     e.send("position startpos moves 7g7f 3c3d");
     e.send("go ponder btime 0 wtime 0 byoyomi 600");
     // Pondering goes on past the byoyomi: no bestmove yet.
@@ -168,7 +169,11 @@ fn ponder_then_ponderhit_answers_within_the_time() {
     let hit = Instant::now();
     e.send("ponderhit");
     let (best, _) = e.bestmove(SHORT);
-    assert!(hit.elapsed() < Duration::from_millis(600), "ponderhit to bestmove {:?}", hit.elapsed());
+    assert!(
+        hit.elapsed() < Duration::from_millis(600) + slack,
+        "ponderhit to bestmove {:?} ({slack:?} slack)",
+        hit.elapsed()
+    );
     assert_legal(&parse_position("startpos moves 7g7f 3c3d").unwrap(), &best);
 
     // A ponder miss: stop answers at once (the GUI ignores that move).
@@ -317,6 +322,7 @@ fn a_network_failing_mid_search_is_reported_and_nothing_is_guessed() {
 fn resigns_when_mated_declares_when_it_can_and_mates_in_one() {
     let mut e = Harness::new();
     e.ready();
+    let slack = e.scheduling_slack();
     // White to move is checkmated: resign.
     e.send("position sfen 4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1");
     e.send("go byoyomi 1000");
@@ -339,7 +345,7 @@ fn resigns_when_mated_declares_when_it_can_and_mates_in_one() {
     e.send("go btime 0 wtime 0 byoyomi 5000");
     let (best, info) = e.bestmove(SHORT);
     assert_eq!(best, "bestmove G*5b");
-    assert!(t.elapsed() < Duration::from_millis(1000));
+    assert!(t.elapsed() < Duration::from_millis(1000) + slack, "{:?} ({slack:?} slack)", t.elapsed());
     assert!(info.iter().any(|l| l.contains("score mate 1 ") && l.ends_with("pv G*5b")), "{info:?}");
     // Mate in three found by the quick mate search.
     let mate3 = "2s1k3p/l2p2s1l/g1+B1p+P2n/pG2R1p1P/P6p1/Np2Ppg1L/+n2P2l2/R2K3P1/1NP1S2S1 b Pbg2p 157";
@@ -353,6 +359,7 @@ fn resigns_when_mated_declares_when_it_can_and_mates_in_one() {
 #[test]
 fn go_mate_answers_checkmate_lines() {
     let mut e = Harness::new();
+    let slack = e.scheduling_slack();
     let mate3 = "2s1k3p/l2p2s1l/g1+B1p+P2n/pG2R1p1P/P6p1/Np2Ppg1L/+n2P2l2/R2K3P1/1NP1S2S1 b Pbg2p 157";
     e.send(&format!("position sfen {mate3}"));
     e.send("go mate 5000");
@@ -390,7 +397,7 @@ fn go_mate_answers_checkmate_lines() {
     e.send("go mate 500");
     let line = e.until(SHORT, |l| l.starts_with("checkmate")).pop().unwrap();
     assert!(line == "checkmate timeout" || line == "checkmate nomate", "{line}");
-    assert!(t.elapsed() < Duration::from_millis(900), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_millis(900) + slack, "{:?} ({slack:?} slack)", t.elapsed());
     // go mate infinite: stop ends the search with a timeout...
     e.send("go mate infinite");
     std::thread::sleep(Duration::from_millis(300));
@@ -501,6 +508,7 @@ fn slow_loads_keep_the_loop_responsive() {
     let t = Instant::now();
     e.until(SHORT, |l| l == "readyok");
     assert!(t.elapsed() > Duration::from_millis(500));
+    let slack = e.scheduling_slack();
 
     // quit during a load ends the engine at once.
     let mut config = EngineConfig::new(Options::default());
@@ -515,7 +523,7 @@ fn slow_loads_keep_the_loop_responsive() {
     e.send("quit");
     assert!(e.wait_exit(Duration::from_secs(2)));
 
-    // go without waiting for readyok: the move comes in time anyway (uniform stand-in).
+    // go without waiting for readyok: an answer in time, and no move that no network chose.
     let mut config = EngineConfig::new(Options::default());
     config.loader = Arc::new(|_key| {
         std::thread::sleep(Duration::from_secs(3));
@@ -526,9 +534,9 @@ fn slow_loads_keep_the_loop_responsive() {
     let t = Instant::now();
     e.send("go byoyomi 800");
     let (best, lines) = e.bestmove(SHORT);
-    assert!(t.elapsed() < Duration::from_millis(800), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_millis(800) + slack, "{:?} ({slack:?} slack)", t.elapsed());
     assert!(lines.iter().any(|l| l.contains("not ready in time")), "{lines:?}");
-    assert_legal(&Position::startpos(), &best);
+    assert_eq!(best, "bestmove resign");
 }
 
 #[test]

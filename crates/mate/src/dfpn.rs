@@ -264,7 +264,7 @@ impl Search<'_, '_, '_> {
     /// every 1024: once either says so, the search is aborted.
     fn count_work(&mut self) {
         self.work += 1;
-        if self.work % 1024 == 0 {
+        if self.work.is_multiple_of(1024) {
             let late = self.limits.deadline.is_some_and(|d| Instant::now() >= d);
             let stopped = self.limits.stop.is_some_and(|s| s.load(Ordering::Relaxed));
             self.aborted |= late || stopped;

@@ -86,7 +86,7 @@ impl<'a> MateSearch<'a> {
         }
         if self.nodes >= self.max_nodes {
             self.aborted = true;
-        } else if self.nodes % 512 == 0 {
+        } else if self.nodes.is_multiple_of(512) {
             let late = self.deadline.is_some_and(|d| Instant::now() >= d);
             let stopped = self.stop.is_some_and(|s| s.load(Ordering::Relaxed));
             self.aborted = late || stopped;

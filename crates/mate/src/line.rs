@@ -9,7 +9,7 @@ use koma_shogi::{Move, Position};
 /// mate), and the last position has no legal move. It checks the line, not that every defence
 /// was considered: that is the solver's proof.
 pub fn verify_mate_line(pos: &Position, line: &[Move]) -> Result<(), String> {
-    if line.len() % 2 == 0 {
+    if line.len().is_multiple_of(2) {
         return Err(format!("a mate line has an odd number of moves, this one {}", line.len()));
     }
     let mut pos = pos.clone();

@@ -15,10 +15,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use koma_base::durable::stage;
 use safetensors::tensor::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -111,90 +111,31 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     s
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, fsync, rename).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = write_synced_temporary(path, bytes)?;
-    if let Err(e) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    sync_parent(path);
-    Ok(())
-}
-
-/// The directory `path` lies in (`.` for a bare file name).
-fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
-/// Writes `bytes` to a hidden temporary file beside `path` (same directory, so that its rename
-/// is atomic) and fsyncs it; returns the temporary's path. A failure leaves no temporary behind.
-fn write_synced_temporary(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    let name = path.file_name().ok_or_else(|| Error::io(path, std::io::Error::other("not a file path")))?;
-    let tmp = parent_dir(path).join(format!(".{}.tmp-{}", name.to_string_lossy(), std::process::id()));
-    let result = (|| {
-        let mut f = fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(Error::io(path, e));
-    }
-    Ok(tmp)
-}
-
-/// Fsyncs the directory of `path`, so that a rename into it survives a power loss. Best effort:
-/// the file is already in place, and some file systems refuse to sync a directory.
-fn sync_parent(path: &Path) {
-    if let Ok(d) = fs::File::open(parent_dir(path)) {
-        let _ = d.sync_all();
-    }
-}
-
 /// Publishes a checkpoint's weights and sidecar so that a reader, which keys on the weights file
 /// and checks its SHA-256 against the sidecar, finds the old pair, no checkpoint, or the new pair,
 /// also after a crash at any point:
 ///
-/// 1. both files are written under temporary names and fsynced: a full disk fails here, with the
-///    old checkpoint untouched;
+/// 1. both files are written under temporary names and fsynced (`koma_base::durable::stage`): a
+///    full disk fails here, with the old checkpoint untouched;
 /// 2. the weights being replaced, if any, are removed: until step 4 there is no checkpoint at
-///    this name rather than a new sidecar beside old weights (the trainer overwrites a checkpoint
-///    when it resumes from the state before it, and rewrites it right after);
+///    this name rather than a new sidecar beside old weights (`koma init --out` over an existing
+///    checkpoint; the trainer never replaces one);
 /// 3. the sidecar is renamed into place (a sidecar without weights is no checkpoint);
 /// 4. the weights are renamed into place: the new pair is published;
 /// 5. the directory is fsynced, so that the renames survive a power loss.
 ///
 /// A reader that reads the sidecar before a replacement and the weights after it still sees a
 /// mismatch; its SHA-256 check refuses that pair, and reading again gives the new one.
-fn publish_pair(weights: &Path, weight_bytes: &[u8], sidecar: &Path, sidecar_bytes: &[u8]) -> Result<()> {
-    let weights_tmp = write_synced_temporary(weights, weight_bytes)?;
-    let sidecar_tmp = match write_synced_temporary(sidecar, sidecar_bytes) {
-        Ok(tmp) => tmp,
-        Err(e) => {
-            let _ = fs::remove_file(&weights_tmp);
-            return Err(e);
-        }
-    };
-    let renamed = (|| {
-        match fs::remove_file(weights) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err((weights, e)),
-        }
-        fs::rename(&sidecar_tmp, sidecar).map_err(|e| (sidecar, e))?;
-        fs::rename(&weights_tmp, weights).map_err(|e| (weights, e))
-    })();
-    if let Err((path, e)) = renamed {
-        // Only temporaries go (one already renamed is simply not found): nothing reads them.
-        let _ = fs::remove_file(&weights_tmp);
-        let _ = fs::remove_file(&sidecar_tmp);
-        return Err(Error::io(path, e));
+pub fn publish_pair(weights: &Path, weight_bytes: &[u8], sidecar: &Path, sidecar_bytes: &[u8]) -> Result<()> {
+    let weights_staged = stage(weights, weight_bytes)?;
+    let sidecar_staged = stage(sidecar, sidecar_bytes)?;
+    match fs::remove_file(weights) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(weights, e)),
     }
-    sync_parent(weights);
+    sidecar_staged.publish()?;
+    weights_staged.publish()?;
     Ok(())
 }
 
@@ -285,7 +226,10 @@ pub fn save(vs: &VarStore, model: &ModelConfig, training: &TrainingInfo, path: &
 pub fn read_meta(path: &Path) -> Result<CheckpointMeta> {
     let sidecar = sidecar_path(path);
     let text = fs::read_to_string(&sidecar).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
+        if e.kind() == std::io::ErrorKind::NotFound && !path.exists() {
+            // No checkpoint at all (a mistyped path): say that, not that its sidecar is missing.
+            Error::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such checkpoint (file not found)"))
+        } else if e.kind() == std::io::ErrorKind::NotFound {
             Error::corrupt(path, format!("its sidecar {} is missing", sidecar.display()))
         } else {
             Error::io(&sidecar, e)
@@ -443,38 +387,43 @@ mod tests {
         assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 
-    /// Replacing a pair gives the new pair; when either new file cannot be written (a directory
-    /// squats its temporary name, as a full disk would fail it) the old pair stays as it was and
-    /// no temporary is left.
+    /// Replacing a pair gives the new pair; when either new file cannot be written or synced (a
+    /// full disk) the old pair stays as it was; a failed rename leaves the old pair or no
+    /// checkpoint, never new weights beside an old sidecar; and no temporary is left.
     #[test]
     fn a_pair_is_replaced_whole_or_not_at_all() {
-        let dir = std::env::temp_dir().join(format!("koma-nn-publish-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let weights = dir.join("model-00000005.safetensors");
+        use koma_base::durable::{fail_next, Step};
+        let dir = tempfile::tempdir().unwrap();
+        let weights = dir.path().join("model-00000005.safetensors");
         let sidecar = sidecar_path(&weights);
-        let pair = || (fs::read(&weights).unwrap(), fs::read(&sidecar).unwrap());
+        let pair = || (fs::read(&weights).ok(), fs::read(&sidecar).ok());
         let listing = || {
-            let mut names: Vec<String> =
-                fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+            let mut names: Vec<String> = fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
             names.sort();
             names
         };
-        publish_pair(&weights, b"old weights", &sidecar, b"old sidecar").unwrap();
-        publish_pair(&weights, b"new weights", &sidecar, b"new sidecar").unwrap();
-        assert_eq!(pair(), (b"new weights".to_vec(), b"new sidecar".to_vec()));
-        assert_eq!(listing(), ["model-00000005.json", "model-00000005.safetensors"]);
-
-        for squatted in [&weights, &sidecar] {
-            let tmp = write_synced_temporary(squatted, b"").unwrap();
-            fs::remove_file(&tmp).unwrap();
-            fs::create_dir(&tmp).unwrap();
-            let err = publish_pair(&weights, b"newer weights", &sidecar, b"newer sidecar").unwrap_err();
-            assert!(err.to_string().contains(&squatted.display().to_string()), "{err}");
-            fs::remove_dir(&tmp).unwrap();
-            assert_eq!(pair(), (b"new weights".to_vec(), b"new sidecar".to_vec()));
-            assert_eq!(listing(), ["model-00000005.json", "model-00000005.safetensors"]);
+        let old = (Some(b"old weights".to_vec()), Some(b"old sidecar".to_vec()));
+        for failing in [&weights, &sidecar] {
+            for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
+                publish_pair(&weights, b"old weights", &sidecar, b"old sidecar").unwrap();
+                fail_next(failing, step);
+                let err = publish_pair(&weights, b"new weights", &sidecar, b"new sidecar").unwrap_err();
+                assert!(err.to_string().contains(&failing.display().to_string()), "{err}");
+                let after = pair();
+                if step == Step::Rename {
+                    assert_ne!(after.0.as_deref(), Some(&b"new weights"[..]), "{failing:?} {step:?}");
+                    assert!(after.0.is_none() || after == old, "{failing:?} {step:?}: {after:?}");
+                } else {
+                    assert_eq!(after, old, "{failing:?} {step:?}");
+                    assert_eq!(listing(), ["model-00000005.json", "model-00000005.safetensors"]);
+                }
+                assert!(listing().iter().all(|n| !n.contains(".tmp")), "{:?}", listing());
+            }
         }
-        fs::remove_dir_all(&dir).unwrap();
+        publish_pair(&weights, b"new weights", &sidecar, b"new sidecar").unwrap();
+        assert_eq!(pair(), (Some(b"new weights".to_vec()), Some(b"new sidecar".to_vec())));
     }
 }

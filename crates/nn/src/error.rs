@@ -7,6 +7,11 @@ pub enum Error {
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
 
+    /// Publishing a file failed (the message names the file and the step); the file it was to
+    /// replace, if any, is intact.
+    #[error(transparent)]
+    Write(#[from] koma_base::durable::DurableError),
+
     /// The file is not a valid checkpoint: unreadable header, wrong hash, missing tensors, …
     #[error("{}: corrupt or invalid checkpoint: {reason}", path.display())]
     Corrupt { path: PathBuf, reason: String },

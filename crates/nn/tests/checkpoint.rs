@@ -200,6 +200,10 @@ fn corrupt_files_are_refused() {
     std::fs::remove_file(checkpoint::sidecar_path(&path)).unwrap();
     let err = load_err(&path);
     assert!(err.contains("sidecar") && err.contains("missing"), "{err}");
+    // No checkpoint at all: the message names the missing file, not a sidecar.
+    let nowhere = path.with_file_name("no-such-model.safetensors");
+    let err = load_err(&nowhere);
+    assert!(err.contains("no-such-model.safetensors: no such checkpoint") && !err.contains("sidecar"), "{err}");
     std::fs::write(checkpoint::sidecar_path(&path), "{ not json").unwrap();
     assert!(load_err(&path).contains("not valid JSON"));
     let mut meta = good_meta.clone();

@@ -8,6 +8,10 @@ pub enum PipelineError {
     Config { origin: String, message: String },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    /// Publishing a file failed (the message names the file and the step); the file it was to
+    /// replace, if any, is intact.
+    #[error(transparent)]
+    Write(#[from] koma_base::durable::DurableError),
     #[error("{path}: {message}")]
     Run { path: PathBuf, message: String },
     #[error("{0}")]

@@ -174,7 +174,7 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
         })
         .collect();
     let text = serde_json::to_string_pretty(&ratings).expect("serialisable");
-    koma_nn::checkpoint::write_atomic(&run.ratings_file(), text.as_bytes())?;
+    koma_base::durable::write(&run.ratings_file(), text.as_bytes())?;
     // The curve is refit over all games each time: its TensorBoard run is replaced as a whole.
     let mut board = ScalarLog::replace(&run.tensorboard_dir().join("ratings"), &host_name(), config.run.tensorboard);
     let mut curve: Vec<&RatingPoint> = ratings.iter().filter(|r| r.step.is_some()).collect();

@@ -112,7 +112,7 @@ impl RunDir {
             });
         }
         self.make_dirs()?;
-        checkpoint::write_atomic(&self.config_file(), config_text.as_bytes())?;
+        koma_base::durable::write(&self.config_file(), config_text.as_bytes())?;
         Ok(())
     }
 
@@ -150,8 +150,8 @@ impl RunDir {
             }
             n += 1;
         };
-        checkpoint::write_atomic(&kept, old.as_bytes())?;
-        checkpoint::write_atomic(&self.config_file(), config_text.as_bytes())?;
+        koma_base::durable::write(&kept, old.as_bytes())?;
+        koma_base::durable::write(&self.config_file(), config_text.as_bytes())?;
         Ok(Some(kept))
     }
 
@@ -214,7 +214,7 @@ impl RunDir {
     pub fn set_current(&self, model: &ModelRef) -> Result<()> {
         let relative = model.path.strip_prefix(&self.root).unwrap_or(&model.path).to_path_buf();
         let text = serde_json::to_string(&ModelRef { step: model.step, path: relative }).expect("serialisable");
-        checkpoint::write_atomic(&self.current_file(), text.as_bytes())?;
+        koma_base::durable::write(&self.current_file(), text.as_bytes())?;
         Ok(())
     }
 
@@ -232,8 +232,8 @@ impl RunDir {
     }
 }
 
-/// Copies a checkpoint (weights, then its sidecar, each under a temporary name and renamed, so
-/// the copy counts as complete only once both are there) to `to` and `to`'s sidecar.
+/// Copies a checkpoint to `to` and `to`'s sidecar, published as a pair (`checkpoint::publish_pair`:
+/// a reader finds the old pair, none, or the new pair).
 pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
     let weights = std::fs::read(from).map_err(io(from))?;
     let sidecar = checkpoint::sidecar_path(from);
@@ -241,8 +241,7 @@ pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
     if let Some(dir) = to.parent() {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
     }
-    checkpoint::write_atomic(to, &weights)?;
-    checkpoint::write_atomic(&checkpoint::sidecar_path(to), &meta)?;
+    checkpoint::publish_pair(to, &weights, &checkpoint::sidecar_path(to), &meta)?;
     Ok(())
 }
 

@@ -12,8 +12,8 @@
 //! ```
 //!
 //! Each game is one file, `DIR/game-PREFIX-NNNNNN.EXT` (`NNNNNN` counts on from the highest
-//! number already in `DIR` for that prefix, so a resumed run never overwrites), written as
-//! `NAME.tmp` and renamed into place, so a reader never sees half a record. Both players are the
+//! number already in `DIR` for that prefix, so a resumed run never overwrites), written durably
+//! (`koma_base::durable`: a temporary, fsynced and renamed), so a reader never sees half a record. Both players are the
 //! model that played the game ([`GameSamples::model`]). Every move that got a full search carries
 //! that search's root value as a comment (`koma value +0.231 wdl 0.562/0.107/0.331`, for the side
 //! that moved) and as the record's evaluation in centipawns from Black's point of view
@@ -96,12 +96,8 @@ impl RecordWriter {
             .map_err(|e| format!("self-play game record: {e}"))?;
         let name = format!("game-{}-{:06}.{}", self.prefix, self.next, self.format.extension());
         let path = self.dir.join(&name);
-        let tmp = self.dir.join(format!("{name}.tmp"));
-        std::fs::write(&tmp, &bytes).and_then(|_| std::fs::rename(&tmp, &path)).map_err(|e| {
-            // No half record left behind (a full disk, a file-size limit).
-            let _ = std::fs::remove_file(&tmp);
-            format!("writing {}: {e}", path.display())
-        })?;
+        // No half record left behind (a full disk, a file-size limit).
+        koma_base::durable::write(&path, &bytes).map_err(|e| e.to_string())?;
         self.next += 1;
         self.written += 1;
         Ok(path)
@@ -329,10 +325,36 @@ mod tests {
             let leftovers: Vec<_> = std::fs::read_dir(dir.path().join(format.name()))
                 .unwrap()
                 .filter_map(|e| e.ok())
-                .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+                .filter(|e| e.file_name().to_string_lossy().contains(".tmp"))
                 .collect();
             assert!(leftovers.is_empty());
         }
+    }
+
+    /// A record that fails at any step of its write (a full disk) is an error naming the file; the
+    /// records before it stay, no temporary is left, and the next game takes the number that
+    /// failed.
+    #[test]
+    fn a_failed_record_write_loses_nothing_written_and_leaves_no_temporary() {
+        use koma_base::durable::{fail_next, Step};
+        let dir = tempfile::tempdir().unwrap();
+        let g = game(Position::startpos(), &["7g7f"], GameResult { winner: None, reason: EndReason::Repetition });
+        let mut writer = RecordWriter::new(dir.path(), Format::Csa, "f").unwrap();
+        let first = writer.write(&g).unwrap();
+        let first_bytes = std::fs::read(&first).unwrap();
+        for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
+            fail_next(dir.path(), step);
+            let e = writer.write(&g).unwrap_err();
+            assert!(e.contains("game-f-000001.csa"), "{step:?}: {e}");
+            let mut names: Vec<String> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            names.sort();
+            assert_eq!(names, ["game-f-000000.csa"], "{step:?}");
+            assert_eq!(std::fs::read(&first).unwrap(), first_bytes);
+        }
+        assert!(writer.write(&g).unwrap().ends_with("game-f-000001.csa"));
     }
 
     #[test]

@@ -28,6 +28,10 @@ pub enum TrainError {
     #[error("no training data: {0}")]
     NoData(String),
 
+    /// Publishing a file failed (the message names the file and the step); the file it was to
+    /// replace, if any, is intact.
+    #[error(transparent)]
+    Write(#[from] koma_base::durable::DurableError),
     #[error(transparent)]
     Data(#[from] koma_data::DataError),
 

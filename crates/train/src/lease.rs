@@ -67,11 +67,9 @@ fn read_holder(path: &Path) -> Option<Holder> {
     serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
 }
 
-/// Writes `holder` to `path` through a temporary file and a rename (never a half-written lease).
-fn write_holder(path: &Path, holder: &Holder) -> std::io::Result<()> {
-    let tmp = path.with_extension(format!("{}.{}.tmp", holder.host, holder.pid));
-    std::fs::write(&tmp, serde_json::to_vec(holder).expect("a holder serialises"))?;
-    std::fs::rename(&tmp, path)
+/// Writes `holder` to `path` durably (never a half-written lease).
+fn write_holder(path: &Path, holder: &Holder) -> std::result::Result<(), koma_base::durable::DurableError> {
+    koma_base::durable::write(path, &serde_json::to_vec(holder).expect("a holder serialises"))
 }
 
 /// Whether process `pid` runs on this host (Linux: /proc, a zombie counting as gone; elsewhere
@@ -114,7 +112,7 @@ impl Lease {
         match created {
             Ok(file) => {
                 drop(file);
-                write_holder(&path, &me).map_err(crate::error::io(&path))?;
+                write_holder(&path, &me)?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 let current = read_holder(&path);
@@ -146,7 +144,7 @@ impl Lease {
                         age(h)
                     );
                 }
-                write_holder(&path, &me).map_err(crate::error::io(&path))?;
+                write_holder(&path, &me)?;
                 // Another trainer may have taken it over at the same moment: the last rename won.
                 std::thread::sleep(Duration::from_millis(200));
                 let now_held = read_holder(&path);

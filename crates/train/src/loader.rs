@@ -148,7 +148,7 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
             return Ok(());
         }
         if let Some(f) = &setup.follow {
-            if batches > 0 && f.refresh_every_batches > 0 && batches % f.refresh_every_batches == 0 {
+            if batches > 0 && f.refresh_every_batches > 0 && batches.is_multiple_of(f.refresh_every_batches) {
                 window.refresh()?;
             }
             loop {

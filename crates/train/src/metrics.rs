@@ -211,7 +211,7 @@ impl MetricsLog {
                 }
             }
             if dropped > 0 {
-                koma_nn::checkpoint::write_atomic(path, kept.as_bytes())?;
+                koma_base::durable::write(path, kept.as_bytes())?;
             }
         }
         let file = OpenOptions::new().create(true).append(true).open(path).map_err(io(path))?;

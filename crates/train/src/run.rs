@@ -180,11 +180,13 @@ pub fn prepare(options: &TrainOptions) -> Result<(Trainer, bool)> {
         }
     };
     let trainer = if resume {
-        if options.allow_cpu_half {
+        let mut trainer = if options.allow_cpu_half {
             Trainer::resume_allowing_cpu_half(&options.config, &p.state_dir, &p.models_dir)?
         } else {
             Trainer::resume(&options.config, &p.state_dir, &p.models_dir)?
-        }
+        };
+        trainer.publish_checkpoint_of_state(&p.models_dir)?;
+        trainer
     } else {
         let init = options.model.as_ref().ok_or_else(|| {
             TrainError::Config("--model is required (a checkpoint, a preset or a model config) unless resuming".into())
@@ -353,10 +355,13 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     Ok(summary)
 }
 
-/// A checkpoint, then the state that points at it; neither when the network holds inf or NaN
-/// (the checkpoint's check comes first).
+/// The state, then the checkpoint of the same step; neither when the network holds inf or NaN
+/// (the state's check comes first). In this order a model name never gets other weights: a
+/// crash between the two leaves a state whose checkpoint is missing, and the resume publishes it
+/// from the state (`Trainer::publish_checkpoint_of_state`: the same weights), where the other
+/// order left a published model whose steps a resume would train again, differently, and
+/// publish under the same name.
 fn save(trainer: &mut Trainer, p: &RunPaths) -> Result<PathBuf> {
-    let path = trainer.save_checkpoint(&p.models_dir)?;
     trainer.save_state(&p.state_dir)?;
-    Ok(path)
+    trainer.save_checkpoint(&p.models_dir)
 }

@@ -3,10 +3,12 @@
 //! - `tensors-STEP.safetensors`: float32 tensors `model/NAME` (every weight and batch-norm
 //!   statistic, master precision) and `optim/KIND/NAME` (momentum or Adam moments);
 //! - `state.json`: step, samples seen, optimiser step count, the sampler's RNG state, the loss
-//!   scaler, the configs, the last checkpoint written, and the tensors file's name and SHA-256.
+//!   scaler, the configs, the checkpoint before this state's step (the parent of the checkpoint
+//!   of its step, which is published right after the state), and the tensors file's name and
+//!   SHA-256.
 //!
-//! Saving writes the tensors file under a new name, then `state.json` (both atomically: temporary
-//! file, fsync, rename), then deletes older tensors files; a crash at any point leaves a
+//! Saving writes the tensors file under a new name, then `state.json` (both durably:
+//! `koma_base::durable`), then deletes older tensors files; a crash at any point leaves a
 //! consistent pair. Loading verifies format, version and the SHA-256, and refuses anything
 //! inconsistent with an error that names the file and the newest checkpoint in models/ (which is
 //! never touched).
@@ -15,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use koma_mcts::Rng;
-use koma_nn::checkpoint::{self, sha256_hex, write_atomic};
+use koma_nn::checkpoint::{self, sha256_hex};
 use koma_nn::ModelConfig;
 use safetensors::tensor::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
@@ -45,7 +47,8 @@ pub struct StateMeta {
     /// The batch sampler's state after the last batch trained on.
     pub rng: Rng,
     pub loss_scaler: Option<LossScaler>,
-    /// File name (in models/) of the last checkpoint written, the parent of the next one.
+    /// File name (in models/) of the last checkpoint written before this state was saved: the
+    /// parent of the checkpoint of this state's step, which is published right after it.
     pub last_checkpoint: Option<String>,
     pub tensors_file: String,
     pub tensors_sha256: String,
@@ -125,10 +128,10 @@ pub fn save(dir: &Path, meta: &mut StateMeta, tensors: &BTreeMap<String, Tensor>
     meta.created_unix =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let tensors_path = dir.join(&meta.tensors_file);
-    write_atomic(&tensors_path, &bytes)?;
+    koma_base::durable::write(&tensors_path, &bytes)?;
     let mut json = serde_json::to_string_pretty(meta).expect("state serialises");
     json.push('\n');
-    write_atomic(&dir.join(STATE_FILE), json.as_bytes())?;
+    koma_base::durable::write(&dir.join(STATE_FILE), json.as_bytes())?;
     // Only now is the previous tensors file unreferenced.
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {

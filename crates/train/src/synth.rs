@@ -28,7 +28,11 @@ pub fn random_games(games: usize, seed: u64, policy: SynthPolicy) -> Vec<GameSam
 }
 
 fn random_game(rng: &mut Rng, index: usize, policy: SynthPolicy) -> GameSamples {
-    let start = if index % 4 == 0 { Handicap::ALL[rng.random_range(0..Handicap::ALL.len())] } else { Handicap::ALL[0] };
+    let start = if index.is_multiple_of(4) {
+        Handicap::ALL[rng.random_range(0..Handicap::ALL.len())]
+    } else {
+        Handicap::ALL[0]
+    };
     let start_pos = start.position();
     let mut pos = start_pos.clone();
     let plies = 10 + rng.random_range(0..110);

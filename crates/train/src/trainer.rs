@@ -725,11 +725,24 @@ impl Trainer {
     }
     /// Writes `models_dir/model-STEP.safetensors` and its sidecar (atomically) and makes it the
     /// parent of the next one. Returns its path. Inf or NaN anywhere in the training state is a
-    /// [`TrainError::Diverged`], and nothing is written.
+    /// [`TrainError::Diverged`], and nothing is written. A model already published under that
+    /// name is kept, never replaced (a warning says so).
     pub fn save_checkpoint(&mut self, models_dir: &Path) -> Result<PathBuf> {
         self.check_finite()?;
         std::fs::create_dir_all(models_dir).map_err(crate::error::io(models_dir))?;
         let path = models_dir.join(checkpoint::file_name(self.step));
+        if path.is_file() {
+            // A model name never gets other weights: self-play may have played it, the arena
+            // rated it. Only a run that saved its checkpoints before its states (koma before
+            // the state-first order) can get here, resumed from a state older than its last model.
+            tracing::warn!(
+                "{}: already published by an earlier run of this directory; kept as it is, not replaced by \
+                 this run's weights of the same step",
+                path.display()
+            );
+            self.parent = Some(checkpoint::file_name(self.step));
+            return Ok(path);
+        }
         let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
         match &self.ema {
             // The published model is the average; training goes on from the raw weights.
@@ -742,6 +755,29 @@ impl Trainer {
         };
         self.parent = Some(checkpoint::file_name(self.step));
         Ok(path)
+    }
+
+    /// After a resume: every state is saved just before the checkpoint of its step, so a crash
+    /// between the two leaves that checkpoint unwritten; it is published now, from the weights
+    /// the state holds (the ones it would have had). When it is there, it becomes the parent of
+    /// the next checkpoint. Returns whether it had to be published.
+    pub fn publish_checkpoint_of_state(&mut self, models_dir: &Path) -> Result<bool> {
+        let name = checkpoint::file_name(self.step);
+        if self.step == 0 || self.parent.as_deref() == Some(name.as_str()) {
+            return Ok(false);
+        }
+        if models_dir.join(&name).is_file() {
+            self.parent = Some(name);
+            return Ok(false);
+        }
+        tracing::warn!(
+            "{}: the training state of step {} was saved but its checkpoint was not published (the trainer \
+             stopped between the two); publishing it now",
+            models_dir.join(&name).display(),
+            self.step
+        );
+        self.save_checkpoint(models_dir)?;
+        Ok(true)
     }
 
     /// Writes the full training state into `state_dir` (atomically). Inf or NaN anywhere in it
@@ -925,6 +961,49 @@ mod tests {
         }
         assert_eq!(files(), written, "nothing was written");
         assert_eq!(t.parent(), Some(checkpoint::file_name(1).as_str()), "the last good checkpoint stays the parent");
+    }
+
+    /// A save that fails at any step of writing a file (a full disk) is an error naming the file;
+    /// the last checkpoint and the last training state stay whole and loadable, and no temporary
+    /// is left behind.
+    #[test]
+    fn a_failed_save_keeps_the_last_checkpoint_and_state() {
+        use koma_base::durable::{fail_next, Step};
+        let config = cpu_config(Precision::F32);
+        let batch = HostBatch::from_samples(&random_samples(16, 43, SynthPolicy::MinLabel), &config.loss);
+        let mut t = Trainer::new(&config, &ModelInit::Fresh(small())).unwrap();
+        t.train_step(&batch).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (models, state_dir) = (dir.path().join("models"), dir.path().join("state"));
+        let first_model = t.save_checkpoint(&models).unwrap();
+        t.save_state(&state_dir).unwrap();
+        let model_bytes = std::fs::read(&first_model).unwrap();
+        let state_json = state_dir.join(state::STATE_FILE);
+        let state_bytes = std::fs::read(&state_json).unwrap();
+        t.train_step(&batch).unwrap();
+        for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
+            // The tensors file is written first, state.json second: fail each in turn.
+            for failing in [state_dir.clone(), state_json.clone()] {
+                fail_next(&failing, step);
+                let e = t.save_state(&state_dir).unwrap_err();
+                assert!(e.to_string().contains("state"), "{step:?}: {e}");
+                assert_eq!(std::fs::read(&state_json).unwrap(), state_bytes, "{step:?}");
+                assert_eq!(state::load(&state_dir, &models).unwrap().meta.step, 1, "{step:?}");
+            }
+            fail_next(&models, step);
+            let e = t.save_checkpoint(&models).unwrap_err();
+            assert!(e.to_string().contains("model-00000002"), "{step:?}: {e}");
+            assert_eq!(std::fs::read(&first_model).unwrap(), model_bytes);
+        }
+        for d in [&models, &state_dir] {
+            for e in std::fs::read_dir(d).unwrap() {
+                let name = e.unwrap().file_name().to_string_lossy().into_owned();
+                assert!(!name.contains(".tmp"), "{name} left behind");
+            }
+        }
+        t.save_checkpoint(&models).unwrap();
+        t.save_state(&state_dir).unwrap();
+        assert_eq!(state::load(&state_dir, &models).unwrap().meta.step, 2);
     }
 
     /// The largest absolute difference between two runs' variables whose names satisfy `which`.

@@ -152,6 +152,31 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
     assert_ne!(sgd.1, ema.1, "the averaged run published the raw weights");
 }
 
+/// The state is saved just before the checkpoint of its step: a trainer killed between the two
+/// leaves the checkpoint unwritten, and the resume publishes it from the state, with the weights
+/// it would have had (the averaged ones here), as the parent of the next one. No step is trained
+/// twice, so no model name ever gets other weights.
+#[test]
+fn a_checkpoint_lost_after_its_state_is_published_on_resume_with_the_same_weights() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let data = shards(tmp.path());
+    let mut c = config(OptimizerKind::Sgd);
+    c.ema_samples = 200.0;
+    let dir = tmp.path().join("run");
+    run(&options(&dir, &data, 10, &c, ResumeMode::Never));
+    let published = weights_sha(&dir, 10);
+    let weights = dir.join("models").join(checkpoint::file_name(10));
+    std::fs::remove_file(&weights).unwrap();
+    std::fs::remove_file(checkpoint::sidecar_path(&weights)).unwrap();
+    let resumed = run(&options(&dir, &data, 15, &c, ResumeMode::Required));
+    assert_eq!(resumed.first().map(|f| f.0), Some(11), "no step is trained twice");
+    assert_eq!(weights_sha(&dir, 10), published);
+    let next = checkpoint::read_meta(&dir.join("models").join(checkpoint::file_name(15))).unwrap();
+    assert_eq!(next.parent.as_deref(), Some(checkpoint::file_name(10).as_str()));
+}
+
 #[test]
 fn corrupt_state_is_refused_and_the_last_checkpoint_kept() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<()> {
             text.push_str(&notation_text(game, &args.style)?);
         }
         match &args.output {
-            Some(path) => std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?,
+            Some(path) => koma_base::durable::write(path, text.as_bytes())?,
             None => print!("{text}"),
         }
         return Ok(());

@@ -78,11 +78,6 @@ fn read_lines(input: &Path) -> Result<Vec<(usize, String)>> {
         .collect())
 }
 
-fn temp_path(output: &Path) -> PathBuf {
-    let name = output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    output.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
 fn write_h5(path: &Path, input: &Path, rows: &[(usize, String)]) -> Result<(usize, f64)> {
     use ndarray::{s, ArrayView1, ArrayView4};
     let n = rows.len();
@@ -136,17 +131,11 @@ fn write_h5(path: &Path, input: &Path, rows: &[(usize, String)]) -> Result<(usiz
 pub fn run(args: Args) -> Result<()> {
     let start = Instant::now();
     let rows = read_lines(&args.input)?;
-    let tmp = temp_path(&args.output);
-    let result = write_h5(&tmp, &args.input, &rows);
-    let (with_moves, encode_seconds) = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e.context(format!("writing {}", args.output.display())));
-        }
-    };
-    std::fs::rename(&tmp, &args.output)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), args.output.display()))?;
+    // Written beside the output and renamed when whole: an error leaves the old file, if any.
+    let staged = koma_base::durable::StagedFile::new(&args.output);
+    let (with_moves, encode_seconds) = write_h5(staged.temporary(), &args.input, &rows)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    staged.publish()?;
     let seconds = start.elapsed().as_secs_f64();
     if args.json {
         println!(

@@ -88,7 +88,7 @@ pub fn run(args: Args) -> Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
-            std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+            koma_base::durable::write(path, text.as_bytes())?;
             eprintln!("{} openings written to {}", lines.len(), path.display());
         }
         None if !args.json => print!("{text}"),

@@ -450,8 +450,7 @@ pub fn run(args: Args) -> Result<()> {
         }
     };
     let summary_file = prepared.run.logs_dir().join(format!("summary-{stamp}.json"));
-    std::fs::write(&summary_file, serde_json::to_string_pretty(&summary)?)
-        .with_context(|| format!("writing {}", summary_file.display()))?;
+    koma_base::durable::write(&summary_file, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     tracing::info!("summary written to {}", summary_file.display());
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);

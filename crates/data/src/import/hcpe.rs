@@ -10,6 +10,7 @@
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
+use koma_base::durable::{DurableError, StagedFile, Step};
 use koma_shogi::Color;
 
 use crate::hcp::{
@@ -96,31 +97,34 @@ pub fn read_hcpe<R: Read>(
     }
 }
 
-/// Writes hcpe records to `path` atomically (a temporary file renamed when complete).
+/// Writes hcpe records to `path` durably (`koma_base::durable`): the file appears whole when
+/// [`HcpeWriter::finish`] succeeds; an error or a drop before that leaves no file and no temporary.
 pub struct HcpeWriter {
-    path: std::path::PathBuf,
-    tmp: std::path::PathBuf,
     out: BufWriter<std::fs::File>,
+    staged: StagedFile,
     pub records: usize,
 }
 
 impl HcpeWriter {
-    pub fn create(path: &Path) -> std::io::Result<HcpeWriter> {
-        let tmp = path.with_extension("hcpe.tmp");
-        let out = BufWriter::new(std::fs::File::create(&tmp)?);
-        Ok(HcpeWriter { path: path.to_path_buf(), tmp, out, records: 0 })
+    pub fn create(path: &Path) -> Result<HcpeWriter, DurableError> {
+        let staged = StagedFile::new(path);
+        let out = BufWriter::new(staged.create()?);
+        Ok(HcpeWriter { out, staged, records: 0 })
     }
 
-    pub fn write(&mut self, record: &HcpeRecord) -> std::io::Result<()> {
+    pub fn write(&mut self, record: &HcpeRecord) -> Result<(), DurableError> {
+        self.staged.check(Step::Write)?;
+        self.out.write_all(&record.to_bytes()).map_err(|e| self.staged.error(Step::Write, e))?;
         self.records += 1;
-        self.out.write_all(&record.to_bytes())
+        Ok(())
     }
 
-    pub fn finish(mut self) -> std::io::Result<usize> {
-        self.out.flush()?;
-        self.out.get_ref().sync_all()?;
-        std::fs::rename(&self.tmp, &self.path)?;
-        Ok(self.records)
+    pub fn finish(self) -> Result<usize, DurableError> {
+        let HcpeWriter { out, mut staged, records } = self;
+        let file = out.into_inner().map_err(|e| staged.error(Step::Write, e.into_error()))?;
+        staged.sync_written(&file)?;
+        staged.publish()?;
+        Ok(records)
     }
 }
 

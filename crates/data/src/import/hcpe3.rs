@@ -20,8 +20,9 @@
 //! only); checked against files cshogi and numpy write (python/tests/test_hcpe3.py).
 
 use std::io::{self, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use koma_base::durable::{DurableError, StagedFile, Step};
 use koma_shogi::{Color, EndReason, GameResult, Move, Position};
 use thiserror::Error;
 
@@ -409,34 +410,34 @@ pub fn sample_to_hcpe3(sample: &Sample, eval_scale: f64) -> Result<Hcpe3Game, St
     })
 }
 
-/// Writes hcpe3 games to `path` atomically (a temporary file renamed when complete).
+/// Writes hcpe3 games to `path` durably (`koma_base::durable`): the file appears whole when
+/// [`Hcpe3Writer::finish`] succeeds; an error or a drop before that leaves no file and no temporary.
 pub struct Hcpe3Writer {
-    path: PathBuf,
-    tmp: PathBuf,
     out: BufWriter<std::fs::File>,
+    staged: StagedFile,
     pub games: usize,
 }
 
 impl Hcpe3Writer {
-    pub fn create(path: &Path) -> io::Result<Hcpe3Writer> {
-        let mut name = path.file_name().unwrap_or_default().to_os_string();
-        name.push(".tmp");
-        let tmp = path.with_file_name(name);
-        let out = BufWriter::new(std::fs::File::create(&tmp)?);
-        Ok(Hcpe3Writer { path: path.to_path_buf(), tmp, out, games: 0 })
+    pub fn create(path: &Path) -> Result<Hcpe3Writer, DurableError> {
+        let staged = StagedFile::new(path);
+        let out = BufWriter::new(staged.create()?);
+        Ok(Hcpe3Writer { out, staged, games: 0 })
     }
 
-    pub fn write(&mut self, game: &Hcpe3Game) -> io::Result<()> {
-        game.write_to(&mut self.out)?;
+    pub fn write(&mut self, game: &Hcpe3Game) -> Result<(), DurableError> {
+        self.staged.check(Step::Write)?;
+        game.write_to(&mut self.out).map_err(|e| self.staged.error(Step::Write, e))?;
         self.games += 1;
         Ok(())
     }
 
-    pub fn finish(mut self) -> io::Result<usize> {
-        self.out.flush()?;
-        self.out.get_ref().sync_all()?;
-        std::fs::rename(&self.tmp, &self.path)?;
-        Ok(self.games)
+    pub fn finish(self) -> Result<usize, DurableError> {
+        let Hcpe3Writer { out, mut staged, games } = self;
+        let file = out.into_inner().map_err(|e| staged.error(Step::Write, e.into_error()))?;
+        staged.sync_written(&file)?;
+        staged.publish()?;
+        Ok(games)
     }
 }
 

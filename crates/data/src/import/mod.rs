@@ -446,15 +446,14 @@ pub fn export_hcpe(
     eval_scale: f64,
     progress: &mut dyn FnMut(usize),
 ) -> Result<ExportSummary> {
-    let io = |source| DataError::Io { path: out.to_path_buf(), source };
-    let mut writer = HcpeWriter::create(out).map_err(io)?;
+    let mut writer = HcpeWriter::create(out)?;
     let mut summary = ExportSummary::default();
     for shard in shards {
         let reader = ShardReader::open(shard)?;
         let samples = reader.read_all()?;
         for (i, s) in samples.iter().enumerate() {
             match sample_to_hcpe(s, eval_scale) {
-                Ok(r) => writer.write(&r).map_err(io)?,
+                Ok(r) => writer.write(&r)?,
                 Err(message) => {
                     skip_sample(&mut summary.skipped, &mut summary.problems, shard, format!("sample {i}: {message}"))
                 }
@@ -463,7 +462,7 @@ pub fn export_hcpe(
         summary.shards += 1;
         progress(samples.len());
     }
-    summary.records = writer.finish().map_err(io)?;
+    summary.records = writer.finish()?;
     Ok(summary)
 }
 
@@ -506,8 +505,7 @@ pub fn export_hcpe3(
     eval_scale: f64,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Hcpe3ExportSummary> {
-    let io = |source| DataError::Io { path: out.to_path_buf(), source };
-    let mut writer = Hcpe3Writer::create(out).map_err(io)?;
+    let mut writer = Hcpe3Writer::create(out)?;
     let mut summary = Hcpe3ExportSummary::default();
     for shard in shards {
         let reader = ShardReader::open(shard)?;
@@ -523,7 +521,7 @@ pub fn export_hcpe3(
                 for (k, s) in game_samples.iter().enumerate() {
                     match sample_to_hcpe3(s, eval_scale) {
                         Ok(game) => {
-                            writer.write(&game).map_err(io)?;
+                            writer.write(&game)?;
                             summary.games += 1;
                             summary.positions += 1;
                         }
@@ -534,7 +532,7 @@ pub fn export_hcpe3(
             }
             match game_to_hcpe3(info, game_samples, info.samples.start, eval_scale) {
                 Ok((game, export)) => {
-                    writer.write(&game).map_err(io)?;
+                    writer.write(&game)?;
                     summary.games += 1;
                     summary.positions += export.positions;
                     for (i, why) in export.skipped {
@@ -551,6 +549,6 @@ pub fn export_hcpe3(
         summary.shards += 1;
         progress(samples.len());
     }
-    writer.finish().map_err(io)?;
+    writer.finish()?;
     Ok(summary)
 }

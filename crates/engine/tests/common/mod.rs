@@ -153,6 +153,24 @@ impl Harness {
         self.until(LONG, |l| l == "readyok")
     }
 
+    /// How late answers come on this machine right now: four times the slowest of five `isready`
+    /// round trips through the loop (after one that may still pay for start-up), at most a
+    /// second. Upper bounds on answer times add it, so that they test the engine's own time
+    /// limits and still hold while other work loads the machine (a build beside the tests); on an
+    /// idle machine it is a millisecond or less.
+    pub fn scheduling_slack(&mut self) -> Duration {
+        self.ready();
+        let slowest = (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                self.ready();
+                t.elapsed()
+            })
+            .max()
+            .unwrap_or_default();
+        (slowest * 4).min(Duration::from_secs(1))
+    }
+
     /// Whether no line arrives within `wait`.
     pub fn silent_for(&mut self, wait: Duration) -> bool {
         self.recv(wait).is_none()

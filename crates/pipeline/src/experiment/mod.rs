@@ -303,12 +303,12 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
             std::fs::create_dir_all(&path).map_err(io(&path))?;
         }
         for v in &variants {
-            koma_nn::checkpoint::write_atomic(&dir.config_copy(&v.name), v.text.as_bytes())?;
+            koma_base::durable::write(&dir.config_copy(&v.name), v.text.as_bytes())?;
         }
         let state = ExperimentState::default();
         state.save(&dir.state_file())?;
         // Last: from now on the directory holds this experiment.
-        koma_nn::checkpoint::write_atomic(&dir.spec_file(), given.resolved_text().as_bytes())?;
+        koma_base::durable::write(&dir.spec_file(), given.resolved_text().as_bytes())?;
         (given, variants, state)
     };
     let mut state = state;
@@ -400,7 +400,7 @@ pub fn write_markdown(
     plot: std::result::Result<&Path, &str>,
 ) -> Result<PathBuf> {
     let text = report::markdown(report, plot);
-    koma_nn::checkpoint::write_atomic(&dir.report_md(), text.as_bytes())?;
+    koma_base::durable::write(&dir.report_md(), text.as_bytes())?;
     Ok(dir.report_md())
 }
 

@@ -315,7 +315,7 @@ pub fn build(
         replicates,
     };
     let text = serde_json::to_string_pretty(&report).expect("the report serialises");
-    koma_nn::checkpoint::write_atomic(&dir.report_json(), text.as_bytes())?;
+    koma_base::durable::write(&dir.report_json(), text.as_bytes())?;
     Ok(report)
 }
 

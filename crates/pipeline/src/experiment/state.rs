@@ -155,7 +155,7 @@ impl ExperimentState {
     /// Writes the state under a temporary name and renames it into place.
     pub fn save(&self, path: &Path) -> Result<()> {
         let text = serde_json::to_string_pretty(self).expect("the state serialises");
-        koma_nn::checkpoint::write_atomic(path, text.as_bytes())?;
+        koma_base::durable::write(path, text.as_bytes())?;
         Ok(())
     }
 

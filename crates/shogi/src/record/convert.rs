@@ -151,8 +151,8 @@ fn convert_one(input: &Path, from: Format, to: Format, target: Option<&Path>, su
                         return;
                     }
                 }
-                if let Err(source) = fs::write(&path, &bytes) {
-                    summary.errors.push(RecordError::Io { path, source });
+                if let Err(e) = koma_base::durable::write(&path, &bytes) {
+                    summary.errors.push(RecordError::Io { path, source: e.source });
                     return;
                 }
                 outputs.push(path);

@@ -281,7 +281,7 @@ impl GameReader {
             if !setup.any {
                 setup.any = true;
             }
-            if rest.len() % 4 != 0 || !rest.is_ascii() {
+            if !rest.len().is_multiple_of(4) || !rest.is_ascii() {
                 return Err(bad_board("expected square-piece pairs such as 00FU"));
             }
             for chunk in rest.as_bytes().chunks(4) {

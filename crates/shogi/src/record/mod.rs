@@ -141,7 +141,7 @@ impl GameRecord {
 
     /// The side to move after all moves.
     pub fn side_to_move_at_end(&self) -> Color {
-        if self.moves.len() % 2 == 0 {
+        if self.moves.len().is_multiple_of(2) {
             self.start.side_to_move()
         } else {
             !self.start.side_to_move()
