@@ -138,6 +138,26 @@ def test_ctrl_c_stops_standalone_self_play_and_keeps_its_games(koma, koma_bin, t
     assert check.returncode == 0, check.stdout[-2000:]
 
 
+def test_a_hung_forward_pass_does_not_hold_a_stop_forever(koma_bin, tmp_path, config):
+    """A call that never returns (a hung GPU) cannot see the stop flag: the first Ctrl-C still ends
+    the process after the grace period, with a message saying why, and every shard stays whole."""
+    run = str(tmp_path / "run")
+    env = dict(os.environ, KOMA_FAULT="hang@200", KOMA_STOP_GRACE_SECONDS="3")
+    log = str(tmp_path / "stderr.txt")
+    with open(log, "w") as err:
+        proc = subprocess.Popen([koma_bin, "pipeline", "--config", config, "--run", run, "--minutes", "0", "--no-report"],
+                                stdout=subprocess.DEVNULL, stderr=err, env=env)
+    wait_for(lambda: "this forward pass hangs" in open(log).read(), 240, proc, "the injected hang", log=log)
+    signalled = time.time()
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, open(log).read()[-3000:]
+    # A lower bound, which load cannot break: the clean stop was given its grace.
+    assert time.time() - signalled >= 3
+    text = open(log).read()
+    assert "still not stopped 3 s after the stop signal" in text and "hung" in text, text[-3000:]
+    verify_clean(koma_bin, run)
+
+
 def run_state(run):
     """(trainer step, samples in shards, shard contents): what must never go backwards."""
     path = os.path.join(run, "train", "state", "state.json")

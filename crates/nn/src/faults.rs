@@ -3,8 +3,9 @@
 //! run the real binaries and check that the failure reaches the top.
 //!
 //! `KOMA_FAULT=forward-error@N`: the N-th forward pass of the process (1-based) and every later
-//! one fail with an error. `KOMA_FAULT=nan@N`: from the N-th on, the outputs hold a NaN. Unset
-//! (always, outside tests): no effect beyond one counter increment per batch.
+//! one fail with an error. `KOMA_FAULT=nan@N`: from the N-th on, the outputs hold a NaN.
+//! `KOMA_FAULT=hang@N`: the N-th never returns, as a call into a hung GPU does. Unset (always,
+//! outside tests): no effect beyond one counter increment per batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -13,6 +14,7 @@ use std::sync::OnceLock;
 pub(crate) enum Fault {
     ForwardError,
     NaN,
+    Hang,
 }
 
 static PLAN: OnceLock<Option<(Fault, u64)>> = OnceLock::new();
@@ -24,7 +26,7 @@ fn plan() -> Option<(Fault, u64)> {
         let parsed = parse(&text);
         match parsed {
             Some(plan) => tracing::warn!("KOMA_FAULT={text}: injecting {:?} from forward pass {}", plan.0, plan.1),
-            None => tracing::warn!("KOMA_FAULT={text:?} is not forward-error@N or nan@N; ignored"),
+            None => tracing::warn!("KOMA_FAULT={text:?} is not forward-error@N, nan@N or hang@N; ignored"),
         }
         parsed
     })
@@ -35,15 +37,23 @@ fn parse(text: &str) -> Option<(Fault, u64)> {
     let fault = match kind {
         "forward-error" => Fault::ForwardError,
         "nan" => Fault::NaN,
+        "hang" => Fault::Hang,
         _ => return None,
     };
     Some((fault, at.parse().ok().filter(|&n| n >= 1)?))
 }
 
-/// Counts a forward pass; the fault it must show, if any.
+/// Counts a forward pass; the fault it must show, if any. A hang does not return.
 pub(crate) fn next_forward() -> Option<Fault> {
     let (fault, at) = plan()?;
-    (FORWARDS.fetch_add(1, Ordering::Relaxed) + 1 >= at).then_some(fault)
+    let fault = (FORWARDS.fetch_add(1, Ordering::Relaxed) + 1 >= at).then_some(fault)?;
+    if fault == Fault::Hang {
+        tracing::warn!("KOMA_FAULT: this forward pass hangs, as a call into a hung GPU would");
+        loop {
+            std::thread::park();
+        }
+    }
+    Some(fault)
 }
 
 #[cfg(test)]
@@ -54,6 +64,7 @@ mod tests {
     fn parses_the_documented_forms_only() {
         assert_eq!(parse("forward-error@3"), Some((Fault::ForwardError, 3)));
         assert_eq!(parse("nan@1"), Some((Fault::NaN, 1)));
+        assert_eq!(parse("hang@7"), Some((Fault::Hang, 7)));
         assert_eq!(parse("nan@0"), None);
         assert_eq!(parse("nan"), None);
         assert_eq!(parse("oom@2"), None);
