@@ -326,7 +326,9 @@ def file_size_limit(limit):
     return apply
 
 
-def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin, tmp_path):
+def four_games_played(koma, koma_bin, tmp_path):
+    """A fresh tiny model's 4 self-play games: 2 shards in `out`, 4 records in `records`; returns
+    (model, out, records, the self-play command line to run again)."""
     model = tmp_path / "m.safetensors"
     koma("init", "--config", "tiny", "--out", str(model))
     config = tmp_path / "selfplay.toml"
@@ -336,6 +338,11 @@ def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin
                 "--out", str(out), "--records", str(records), "--device", "cpu", "--threads", "1"]
     first = subprocess.run(selfplay, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr[-3000:]
+    return model, out, records, selfplay
+
+
+def test_a_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(koma, koma_bin, tmp_path):
+    model, out, records, selfplay = four_games_played(koma, koma_bin, tmp_path)
     shards_before = {p: p.read_bytes() for p in out.glob("*.h5")}
     records_before = {p: p.read_bytes() for p in records.iterdir()}
     assert len(shards_before) == 2 and len(records_before) == 4
@@ -374,15 +381,7 @@ def test_a_full_disk_while_recording_training_importing_or_rating_loses_nothing(
     """A file-size limit (a full disk) reached while writing a game record, the trainer's training
     state, a hcpe import's shard and an arena results file: each a clear error naming the file,
     nothing written before it lost, no temporary left."""
-    model = tmp_path / "m.safetensors"
-    koma("init", "--config", "tiny", "--out", str(model))
-    config = tmp_path / "selfplay.toml"
-    config.write_text("[selfplay]\ngames_per_worker = 4\nleaves_per_game = 2\nsimulations = 8\ncheap_simulations = 2\nmax_plies = 64\n")
-    out, records = tmp_path / "shards", tmp_path / "records"
-    selfplay = [koma_bin, "selfplay", "--model", str(model), "--config", str(config), "--games", "4", "--games-per-shard", "2",
-                "--out", str(out), "--records", str(records), "--device", "cpu", "--threads", "1"]
-    first = subprocess.run(selfplay, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0, first.stderr[-3000:]
+    model, out, records, selfplay = four_games_played(koma, koma_bin, tmp_path)
     records_before = {p: p.read_bytes() for p in records.iterdir()}
 
     # A record: smaller than the smallest record, so the first record of the next game fails.

@@ -187,6 +187,14 @@ impl StagedFile {
         Ok(())
     }
 
+    /// Flushes a buffered writer of the temporary, fsyncs through its handle and publishes: the
+    /// end of every writer that streams records into a [`StagedFile::create`]d file.
+    pub fn publish_buffered(mut self, out: std::io::BufWriter<File>) -> Result<(), DurableError> {
+        let file = out.into_inner().map_err(|e| self.error(Step::Write, e.into_error()))?;
+        self.sync_written(&file)?;
+        self.publish()
+    }
+
     /// An injected failure of `step`, where a test asked for one (feature `fault-injection`;
     /// nothing otherwise). Writers that write at [`StagedFile::temporary`] themselves call it with
     /// [`Step::Write`] before they write.

@@ -120,10 +120,8 @@ impl HcpeWriter {
     }
 
     pub fn finish(self) -> Result<usize, DurableError> {
-        let HcpeWriter { out, mut staged, records } = self;
-        let file = out.into_inner().map_err(|e| staged.error(Step::Write, e.into_error()))?;
-        staged.sync_written(&file)?;
-        staged.publish()?;
+        let HcpeWriter { out, staged, records } = self;
+        staged.publish_buffered(out)?;
         Ok(records)
     }
 }

@@ -433,10 +433,8 @@ impl Hcpe3Writer {
     }
 
     pub fn finish(self) -> Result<usize, DurableError> {
-        let Hcpe3Writer { out, mut staged, games } = self;
-        let file = out.into_inner().map_err(|e| staged.error(Step::Write, e.into_error()))?;
-        staged.sync_written(&file)?;
-        staged.publish()?;
+        let Hcpe3Writer { out, staged, games } = self;
+        staged.publish_buffered(out)?;
         Ok(games)
     }
 }
