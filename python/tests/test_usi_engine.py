@@ -120,8 +120,13 @@ def test_match_between_two_engines(koma_bin, tiny_model, tmp_path):
             wanted[has_mate] = "startpos moves " + " ".join(moves)
     openings.write_text(wanted[True] + "\n" + wanted[False] + "\n")
     start = time.monotonic()
+    # No pondering: cshogi's match driver sends `go ponder` from a worker thread and `stop` or
+    # `ponderhit` from its main thread without ordering the two, so on a loaded machine the
+    # `stop` can reach the engine first; the engine then (rightly) ponders until told to stop
+    # and the driver waits for ever (seen in the load check, docs/benchmarks.md). Pondering is
+    # tested in crates/engine/tests/protocol.rs, where the order of the commands is ours.
     result = cshogi.cli.main(
-        net, uniform, names=["koma-net", "koma-uniform"], games=4, byoyomi=2000, time=60000, ponder=True,
+        net, uniform, names=["koma-net", "koma-uniform"], games=4, byoyomi=2000, time=60000, ponder=False,
         draw=160, opening=str(openings), opening_moves=40, opening_index=None, csa=str(records), print_summary=False,
     )
     print(f"match: {result} in {time.monotonic() - start:.1f} s")
