@@ -126,8 +126,9 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     return written
 
 
-def plot_elo(ratings: list[dict], out_dir: str, title: str = "") -> str:
-    """Elo against training step for checkpoints; references as labelled horizontal lines."""
+def plot_elo(ratings: list[dict], out_dir: str, title: str = "", path: str | None = None) -> str:
+    """Elo against training step for checkpoints; references as labelled horizontal lines.
+    Written to `path`, else OUT_DIR/elo.png."""
     models = sorted((r for r in ratings if r.get("step") is not None), key=lambda r: r["step"])
     fig, ax = plt.subplots(figsize=(8, 4.5))
     if models:
@@ -143,7 +144,7 @@ def plot_elo(ratings: list[dict], out_dir: str, title: str = "") -> str:
     ax.grid(True, alpha=0.3)
     ax.set_title(f"{title} Elo by training step (95% CI)".strip())
     fig.tight_layout()
-    path = os.path.join(out_dir, "elo.png")
+    path = path or os.path.join(out_dir, "elo.png")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
@@ -179,7 +180,13 @@ def main(argv=None) -> int:
     ap.add_argument("run_dir", help="run directory (or its train/ directory, or a metrics.jsonl)")
     ap.add_argument("--out", help="directory for the PNGs (default: the run directory)")
     ap.add_argument("--experiment", action="store_true", help="run_dir is a `koma experiment` directory: draw elo-over-time.png")
+    ap.add_argument("--ratings", metavar="PNG",
+                    help="run_dir is a ratings JSON (a list of {player, elo, margin, step}, `koma ratings`): draw it to PNG")
     args = ap.parse_args(argv)
+    if args.ratings:
+        with open(args.run_dir, encoding="utf-8") as f:
+            print(plot_elo(json.load(f), "", path=args.ratings))
+        return 0
     if args.experiment:
         report_file = os.path.join(args.run_dir, "report.json")
         if not os.path.isfile(report_file):

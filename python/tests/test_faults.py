@@ -393,7 +393,7 @@ def test_a_full_disk_while_recording_training_importing_or_rating_loses_nothing(
 
     # The trainer's training state (saved before the checkpoint of its step, and larger: it holds
     # the optimiser's buffers too), at a limit the checkpoint alone would fit under. Failing at each
-    # step of a trainer's checkpoint write is crates/train/src/trainer.rs
+    # step of a trainer's checkpoint write is crates/train/src/trainer/tests.rs
     # `a_failed_save_keeps_the_last_checkpoint_and_state`.
     train = [koma_bin, "train", "--data", str(out), "--batch-size", "16", "--checkpoint-every", "5", "--device", "cpu",
              "--threads", "1", "--out", str(tmp_path / "run")]

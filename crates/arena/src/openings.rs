@@ -1,27 +1,15 @@
-//! Opening suites: USI position lines, one per line. The generator plays short random openings
+//! Generating opening suites (koma_shogi::OpeningSuite reads them). The generator plays short random openings
 //! (no captures-only lines, no repeated positions) and keeps those a short search of the given
 //! evaluator scores as balanced, so that colour-swapped pairs start from fair positions.
 
 use std::collections::HashSet;
 
-use koma_mcts::{EvalError, Evaluator, Rng, Search, SearchConfig};
+use koma_base::Rng;
+use koma_mcts::{EvalError, Evaluator, Search, SearchConfig};
 use koma_shogi::rules::GameRules;
-use koma_shogi::usi::{parse_position, position_command};
+use koma_shogi::usi::position_command;
 use koma_shogi::Position;
 use rand::{RngExt, SeedableRng};
-
-/// Reads a suite: blank lines and `#` comments are skipped; errors name the line.
-pub fn read_suite(text: &str) -> Result<Vec<Position>, String> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        out.push(parse_position(line).map_err(|e| format!("line {}: {e}", i + 1))?);
-    }
-    Ok(out)
-}
 
 #[derive(Clone, Debug)]
 pub struct SuiteSpec {

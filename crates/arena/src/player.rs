@@ -4,7 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::clock::{Timing, TurnClock};
-use koma_mcts::{EvalError, Evaluation, Evaluator, Rng, Search, SearchConfig};
+use koma_base::Rng;
+use koma_mcts::{EvalError, Evaluation, Evaluator, Search, SearchConfig};
 use koma_shogi::material::material;
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};

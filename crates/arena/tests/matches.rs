@@ -10,11 +10,12 @@ mod common;
 
 use common::{greedy, random};
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
-use koma_arena::openings::{generate_suite, read_suite, SuiteSpec};
+use koma_arena::openings::{generate_suite, SuiteSpec};
 use koma_arena::player::{Action, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
 use koma_arena::ratings::read_results;
 use koma_arena::stats::{Sprt, SprtDecision};
 use koma_shogi::rules::GameRules;
+use koma_shogi::OpeningSuite;
 
 #[test]
 fn paired_match_with_results_file() {
@@ -26,7 +27,7 @@ fn paired_match_with_results_file() {
     )
     .unwrap();
     assert_eq!(suite.len(), 4);
-    let openings = read_suite(&suite.join("\n")).unwrap();
+    let openings = OpeningSuite::parse(&suite.join("\n"), "generated").unwrap().positions().to_vec();
     let config = MatchConfig {
         games: 8,
         concurrency: 2,
@@ -54,7 +55,6 @@ fn paired_match_with_results_file() {
         assert_ne!(games[0]["start"], koma_shogi::STARTPOS_SFEN, "the opening's position is the start");
         assert_ne!(games[0]["black"], games[1]["black"], "colours swap within a pair");
     }
-    assert!(read_suite("startpos\nfoo\n").unwrap_err().contains("line 2"));
     // Every game was saved as KIF and reads back to the same moves.
     let kifs: Vec<_> = std::fs::read_dir(dir.path().join("arena/games")).unwrap().flatten().collect();
     assert_eq!(kifs.len(), 8);

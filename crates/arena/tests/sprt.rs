@@ -1,7 +1,7 @@
 //! The SPRT on simulated matches stops with the right decision at about the promised rates.
 
 use koma_arena::stats::{score_of, Pentanomial, Sprt, SprtDecision};
-use koma_mcts::Rng;
+use koma_base::Rng;
 use rand::{RngExt, SeedableRng};
 
 /// One game's points for a player `elo` stronger, with a 30% draw rate where possible.

@@ -9,7 +9,6 @@
 pub mod calibration;
 mod error;
 pub mod hcp;
-pub mod host;
 pub mod import;
 pub mod inspect;
 mod packed;

@@ -13,7 +13,7 @@ use std::time::Instant;
 use koma_shogi::{Move, Position};
 
 use crate::io::{read_line, Line, Output, MAX_LINE, QUOTE_MAX};
-use crate::loader::{network_loader, LoadFn, LoadKey, Loader};
+use crate::net_loader::{network_loader, LoadFn, LoadKey, Loader};
 use crate::options::Options;
 use crate::think::{self, Control, Job, MateSolver, TreeState};
 use crate::time::{truncate, GoParams};

@@ -3,7 +3,7 @@
 //! [`run`] speaks the USI protocol on any reader and writer (the `koma usi` subcommand gives it
 //! stdin and stdout; tests give it in-memory pipes). The command loop never blocks on work:
 //! searches run on their own thread ([`think`](crate::think)), networks load on another
-//! ([`loader`]), so `stop` and `quit` are handled at once.
+//! ([`net_loader`]), so `stop` and `quit` are handled at once.
 //!
 //! - [`options`]: the USI options (`Model`, `Device`, `Threads`, `BatchSize`, `Playouts`, …).
 //! - [`time`]: `go` arguments and time management (soft and hard deadlines, latency margin).
@@ -15,12 +15,12 @@
 
 mod engine;
 pub mod io;
-pub mod loader;
+pub mod net_loader;
 pub mod options;
 pub mod score;
 mod think;
 pub mod time;
 
 pub use engine::{run, EngineConfig};
-pub use loader::{network_loader, LoadFn, LoadKey, LoadedNet};
+pub use net_loader::{network_loader, LoadFn, LoadKey, LoadedNet};
 pub use options::Options;

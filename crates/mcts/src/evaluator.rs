@@ -43,17 +43,8 @@ impl EvalError {
     /// The error of an evaluator that panicked (libtorch panics on CUDA out-of-memory, for one),
     /// from the payload `catch_unwind` returns.
     pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> EvalError {
-        EvalError(format!("the evaluator panicked: {}", panic_message(payload)))
+        EvalError(format!("the evaluator panicked: {}", koma_base::stop::panic_message(payload)))
     }
-}
-
-/// The message of a panic payload (`panic!` with a literal or a format string).
-pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "no message".into())
 }
 
 /// Judges batches of positions. `evaluate` must return one evaluation per position, in order, with

@@ -4,22 +4,18 @@
 //! noise, virtual loss for batched leaves, an optional Gumbel AlphaZero root, a bounded evaluation
 //! cache, tree reuse between moves, terminal values from the rules and mate-in-one at expansion.
 //! [`InferenceServer`] batches the leaves of many searches into one evaluator call on its own thread.
-//! The crate never depends on a network library: evaluators live elsewhere. [`Rng`] is the
-//! seeded random number generator the whole workspace draws from.
+//! The crate never depends on a network library: evaluators live elsewhere.
 
 mod cache;
 mod config;
 mod evaluator;
-mod gumbel;
 mod inference;
-mod rng;
 mod search;
 mod tree;
 
 pub use cache::{EvalCache, EVAL_CACHE_ENTRY_BYTES};
 pub use config::{RootSelection, SearchConfig};
-pub use evaluator::{check_evaluations, panic_message, EvalError, Evaluation, Evaluator, UniformEvaluator};
+pub use evaluator::{check_evaluations, EvalError, Evaluation, Evaluator, UniformEvaluator};
 pub use inference::{EvaluatorSlot, InferenceClient, InferenceCounts, InferenceServer, InferenceStats, Pending};
-pub use rng::Rng;
 pub use search::{LeafId, RootChild, RootValue, Search, Selection};
 pub use tree::{EDGE_BYTES, NODE_BYTES};

@@ -77,7 +77,7 @@ fn a_mate_in_one_at_the_root_is_played_without_search() {
 #[test]
 fn avoids_moves_that_allow_a_mate_in_one() {
     // Random positions where some replies allow the opponent a mate in one and some do not.
-    let mut rng = koma_mcts::Rng::seed_from_u64(11);
+    let mut rng = koma_base::Rng::seed_from_u64(11);
     let mut tested = 0;
     for game in 0..400 {
         let mut pos = Position::startpos();

@@ -110,6 +110,34 @@ impl fmt::Display for DeviceList {
     }
 }
 
+/// `auto`: one device, CUDA when usable.
+impl Default for DeviceList {
+    fn default() -> DeviceList {
+        DeviceList::Listed(vec![DeviceSpec::Auto])
+    }
+}
+
+impl From<DeviceSpec> for DeviceList {
+    fn from(device: DeviceSpec) -> DeviceList {
+        DeviceList::Listed(vec![device])
+    }
+}
+
+/// Written as its name (`cuda:0,cuda:1`); read from a name or a TOML array of names, checked as
+/// [`FromStr`] checks it, so a config with a bad device fails when it is read.
+impl Serialize for DeviceList {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<DeviceList, D::Error> {
+        let text = deserialize_device_list(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 impl DeviceList {
     /// The devices, each checked as [`DeviceSpec::resolve`] does. A list may not mix the CPU
     /// with CUDA devices (precision and layout follow the first), nor name one GPU twice; the
@@ -311,17 +339,20 @@ mod tests {
     }
 
     #[test]
-    fn a_device_field_is_a_name_or_a_list() {
-        #[derive(Deserialize)]
+    fn a_device_field_is_a_name_or_a_list_parsed_when_read() {
+        #[derive(Deserialize, Serialize)]
         struct C {
-            #[serde(deserialize_with = "deserialize_device_list")]
-            device: String,
+            device: DeviceList,
         }
         let one: C = toml::from_str("device = \"cuda:1\"").unwrap();
-        assert_eq!(one.device, "cuda:1");
+        assert_eq!(one.device, DeviceSpec::Cuda(1).into());
         let many: C = toml::from_str("device = [\"cuda:0\", \"cuda:1\"]").unwrap();
-        assert_eq!(many.device, "cuda:0,cuda:1");
+        assert_eq!(many.device, DeviceList::Listed(vec![DeviceSpec::Cuda(0), DeviceSpec::Cuda(1)]));
+        assert_eq!(toml::to_string(&many).unwrap().trim(), "device = \"cuda:0,cuda:1\"");
         assert!(toml::from_str::<C>("device = 3").is_err());
+        let e = toml::from_str::<C>("device = \"tpu\"").err().unwrap().to_string();
+        assert!(e.contains("tpu"), "{e}");
+        assert_eq!(DeviceList::default().to_string(), "auto");
     }
 
     #[test]

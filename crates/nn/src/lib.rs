@@ -6,7 +6,7 @@
 //! - [`model`]: the residual network in tch ([`Net`]).
 //! - [`checkpoint`]: `model-STEP.safetensors` + JSON sidecar, verified on load.
 //! - [`device`]: `cpu|cuda|cuda:N|auto`, precision (f32/f16/bf16), CPU threads.
-//! - [`inference`]: [`Network`], its evaluations (`koma_mcts::Evaluation`), and [`SharedNetwork`]
+//! - [`network`]: [`Network`], its evaluations (`koma_mcts::Evaluation`), and [`SharedNetwork`]
 //!   for many threads (the search side's inference service merges their batches).
 //!
 //! docs/nn.md describes the encoding, the architecture and the checkpoint format.
@@ -17,8 +17,8 @@ pub mod device;
 pub mod encoding;
 mod error;
 mod faults;
-pub mod inference;
 pub mod model;
+pub mod network;
 mod search_evaluator;
 
 pub use checkpoint::{CheckpointMeta, EncodingInfo, TrainingInfo};
@@ -26,5 +26,5 @@ pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
 pub use device::{DeviceList, DeviceSpec, Precision, RunOptions};
 pub use encoding::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 pub use error::{Error, Result};
-pub use inference::{Network, RawOutput, SharedNetwork};
 pub use model::Net;
+pub use network::{Network, RawOutput, SharedNetwork};

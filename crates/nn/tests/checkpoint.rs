@@ -7,29 +7,9 @@ use std::path::{Path, PathBuf};
 
 use koma_nn::checkpoint::{self, TrainingInfo};
 use koma_nn::config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
-use koma_nn::inference::{Network, RawOutput};
+use koma_nn::network::{Network, RawOutput};
 use koma_nn::{Error, InputBatch, RunOptions};
 use koma_shogi::Position;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("koma-nn-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn join(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn small_config() -> ModelConfig {
     ModelConfig {
@@ -58,10 +38,10 @@ fn outputs(net: &Network, positions: &[Position]) -> RawOutput {
     out
 }
 
-fn saved(dir: &TempDir, name: &str) -> (Network, PathBuf) {
+fn saved(dir: &tempfile::TempDir, name: &str) -> (Network, PathBuf) {
     let mut net = Network::new(&small_config(), &RunOptions::cpu(), Some(1)).unwrap();
     koma_nn::model::randomize(net.var_store(), 2);
-    let path = dir.join(name);
+    let path = dir.path().join(name);
     net.save(
         &path,
         &TrainingInfo { step: 1234, samples_seen: 567_890, parent: Some("model-00001000.safetensors".into()) },
@@ -80,7 +60,7 @@ fn write_sidecar(path: &Path, v: &serde_json::Value) {
 
 #[test]
 fn round_trip_gives_identical_outputs() {
-    let dir = TempDir::new("ckpt-roundtrip");
+    let dir = tempfile::tempdir().unwrap();
     let (net, path) = saved(&dir, &checkpoint::file_name(1234));
     assert!(path.ends_with("model-00001234.safetensors"));
     let meta = sidecar_json(&path);
@@ -106,11 +86,11 @@ fn round_trip_gives_identical_outputs() {
     let again = Network::load_expecting(&path, &small_config(), &RunOptions::cpu()).unwrap();
     assert_eq!(outputs(&again, &ps).policy_all(), a.policy_all());
     let mut again = again;
-    let path2 = dir.join("copy.safetensors");
+    let path2 = dir.path().join("copy.safetensors");
     again.save(&path2, &TrainingInfo::default()).unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), std::fs::read(&path2).unwrap());
     // No temporary files left behind.
-    let leftovers: Vec<_> = std::fs::read_dir(&dir.0)
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| n.contains(".tmp"))
@@ -120,7 +100,7 @@ fn round_trip_gives_identical_outputs() {
 
 #[test]
 fn architecture_mismatch_names_the_field() {
-    let dir = TempDir::new("ckpt-arch");
+    let dir = tempfile::tempdir().unwrap();
     let (_, path) = saved(&dir, "model.safetensors");
     let mut other = small_config();
     other.blocks = 4;
@@ -145,7 +125,7 @@ fn architecture_mismatch_names_the_field() {
 
 #[test]
 fn encoding_mismatch_names_the_field() {
-    let dir = TempDir::new("ckpt-enc");
+    let dir = tempfile::tempdir().unwrap();
     let (_, path) = saved(&dir, "model.safetensors");
     let mut meta = sidecar_json(&path);
     meta["encoding"]["version"] = serde_json::json!(2);
@@ -167,7 +147,7 @@ fn load_err(path: &Path) -> String {
 
 #[test]
 fn corrupt_files_are_refused() {
-    let dir = TempDir::new("ckpt-corrupt");
+    let dir = tempfile::tempdir().unwrap();
     let (_, path) = saved(&dir, "model.safetensors");
     let good = std::fs::read(&path).unwrap();
     let good_meta = sidecar_json(&path);
@@ -220,7 +200,7 @@ fn corrupt_files_are_refused() {
     assert!(err.contains("safetensors metadata `model`"), "{err}");
 
     // Missing file.
-    let err = Network::load(&dir.join("nope.safetensors"), &RunOptions::cpu()).unwrap_err().to_string();
+    let err = Network::load(&dir.path().join("nope.safetensors"), &RunOptions::cpu()).unwrap_err().to_string();
     assert!(err.contains("nope.safetensors"), "{err}");
 
     // Intact again: loads.
@@ -230,7 +210,7 @@ fn corrupt_files_are_refused() {
 
 #[test]
 fn tensor_name_and_shape_mismatches_are_named() {
-    let dir = TempDir::new("ckpt-names");
+    let dir = tempfile::tempdir().unwrap();
     let (net, path) = saved(&dir, "model.safetensors");
     let loaded = checkpoint::read(&path, None).unwrap();
     // Drop one tensor and rename another.
@@ -251,7 +231,7 @@ fn reply_config() -> ModelConfig {
 /// checkpoints written by older koma versions load, as networks without the head.
 #[test]
 fn checkpoints_without_the_reply_head_keep_the_old_format_and_load() {
-    let dir = TempDir::new("ckpt-noreply");
+    let dir = tempfile::tempdir().unwrap();
     let (net, path) = saved(&dir, "old.safetensors");
     let text = std::fs::read_to_string(checkpoint::sidecar_path(&path)).unwrap();
     assert!(!text.contains("aux_reply_head") && !text.contains("reply"), "{text}");
@@ -287,10 +267,10 @@ fn checkpoints_without_the_reply_head_keep_the_old_format_and_load() {
 /// of the same weights without the head.
 #[test]
 fn reply_head_round_trips() {
-    let dir = TempDir::new("ckpt-reply");
+    let dir = tempfile::tempdir().unwrap();
     let mut net = Network::new(&reply_config(), &RunOptions::cpu(), Some(1)).unwrap();
     koma_nn::model::randomize(net.var_store(), 2);
-    let path = dir.join("reply.safetensors");
+    let path = dir.path().join("reply.safetensors");
     net.save(&path, &TrainingInfo::default()).unwrap();
     assert_eq!(sidecar_json(&path)["model"]["aux_reply_head"], true);
     let loaded = Network::load(&path, &RunOptions::cpu()).unwrap();

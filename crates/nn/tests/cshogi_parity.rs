@@ -68,8 +68,8 @@ fn features_and_labels_match_cshogi() {
     batch.encode(&positions);
     eprintln!("encoded {n} positions in {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
 
-    let dir = std::env::temp_dir().join(format!("koma-nn-parity-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let positions_path = dir.join("positions.tsv");
     let features_path = dir.join("features.bin");
     let mut text = String::new();
@@ -103,7 +103,6 @@ fn features_and_labels_match_cshogi() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!("cshogi oracle ({:.1} s): {stdout}", start.elapsed().as_secs_f64());
     eprintln!("{}", String::from_utf8_lossy(&out.stderr));
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(out.status.success(), "koma's encoding differs from cshogi's: {stdout}");
     let summary: serde_json::Value = serde_json::from_str(stdout.trim()).expect("oracle summary");
     assert_eq!(summary["positions"].as_u64(), Some(n as u64));

@@ -11,7 +11,7 @@ use std::process::Command;
 
 use common::{playout_positions, random_position, repo_root, require_python_modules, Rng};
 use koma_nn::config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};
-use koma_nn::inference::{Network, RawOutput};
+use koma_nn::network::{Network, RawOutput};
 use koma_nn::{InputBatch, RunOptions, TrainingInfo};
 use koma_shogi::Position;
 
@@ -93,8 +93,8 @@ fn positions() -> Vec<Position> {
 fn rust_torch_and_onnx_agree() {
     let python = require_python_modules("torch, onnx, onnxruntime, safetensors, numpy");
     let positions = positions();
-    let dir = std::env::temp_dir().join(format!("koma-nn-pyparity-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path();
     let mut worst: f64 = 0.0;
     for (i, (name, config)) in configs().into_iter().enumerate() {
         let mut net = Network::new(&config, &RunOptions::cpu(), Some(i as u64)).unwrap();
@@ -163,5 +163,4 @@ fn rust_torch_and_onnx_agree() {
         }
     }
     eprintln!("worst max-abs difference: {worst:e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
-use koma_nn::ModelConfig;
-use koma_selfplay::SelfPlayConfig;
+use koma_nn::{DeviceList, ModelConfig, Precision};
+use koma_selfplay::{RecordFormat, SelfPlayConfig};
+use koma_shogi::OpeningSuite;
 use koma_train::TrainConfig;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -15,9 +16,6 @@ use crate::error::{PipelineError, Result};
 
 /// `configs/tiny-cpu.toml`: a small network that learns on a CPU-only machine within minutes.
 pub const DEFAULT_CONFIG: &str = include_str!("../../../configs/tiny-cpu.toml");
-
-/// The opening suite shipped in `data/openings/`, usable as `openings = "builtin:balanced-8"`.
-pub const BALANCED_8: &str = include_str!("../../../data/openings/balanced-8.txt");
 
 /// A whole run configuration.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -51,22 +49,25 @@ pub struct RunConfig {
     /// several (`["cuda:0", "cuda:1"]`, `"cuda:0,cuda:1"`, `cuda:all`): self-play runs an
     /// inference service on each (workers spread over them) and the trainer a data-parallel
     /// replica on each (docs/cluster.md).
-    #[serde(deserialize_with = "koma_nn::device::deserialize_device_list")]
     #[schemars(with = "koma_nn::device::DeviceField")]
-    pub device: String,
+    pub device: DeviceList,
     /// Self-play inference precision: `auto` (f16 on CUDA, f32 on the CPU), `f32`, `f16`, `bf16`.
     /// The trainer's precision is `[train] precision`.
-    pub inference_precision: String,
+    pub inference_precision: Precision,
     /// libtorch intra-op threads (process-wide; 0: libtorch's default).
     pub threads: usize,
     /// Self-play games per HDF5 shard: smaller shards reach the trainer sooner.
     pub games_per_shard: usize,
     /// Opening suite for `[selfplay] openings_fraction` of the games: a file of USI position
     /// lines, or `builtin:balanced-8`; empty for none.
-    pub openings: String,
+    #[serde(with = "crate::config_fields::opening_suite")]
+    #[schemars(with = "String")]
+    pub openings: OpeningSuite,
     /// Also write every self-play game as a record under `selfplay/records/` (`kif`, `kifu`,
     /// `csa`, `ki2`, `usi`, `sfen`, or empty for none).
-    pub records: String,
+    #[serde(with = "crate::config_fields::record_format")]
+    #[schemars(with = "String")]
+    pub records: Option<RecordFormat>,
     /// Also write the curves as TensorBoard event files under `tensorboard/` (the trainer's
     /// metrics, self-play's speed and game lengths, arena Elo): `tensorboard --logdir RUN`.
     pub tensorboard: bool,
@@ -81,12 +82,12 @@ impl Default for RunConfig {
             cpu_minutes: 0.0,
             steps: 0,
             stall_minutes: 10.0,
-            device: "auto".into(),
-            inference_precision: "auto".into(),
+            device: DeviceList::default(),
+            inference_precision: Precision::Auto,
             threads: 0,
             games_per_shard: 16,
-            openings: "builtin:balanced-8".into(),
-            records: String::new(),
+            openings: OpeningSuite::builtin("balanced-8"),
+            records: None,
             tensorboard: true,
             seed: 1,
         }
@@ -143,7 +144,9 @@ pub struct ArenaConfig {
     pub max_plies: u32,
     /// Opening suite the games start from (in colour-swapped pairs): a file or
     /// `builtin:balanced-8`; empty for the start position only.
-    pub openings: String,
+    #[serde(with = "crate::config_fields::opening_suite")]
+    #[schemars(with = "String")]
+    pub openings: OpeningSuite,
 }
 
 impl Default for ArenaConfig {
@@ -157,7 +160,7 @@ impl Default for ArenaConfig {
             simulations: 32,
             concurrency: 2,
             max_plies: 320,
-            openings: "builtin:balanced-8".into(),
+            openings: OpeningSuite::builtin("balanced-8"),
         }
     }
 }
@@ -193,18 +196,6 @@ fn table<T: serde::de::DeserializeOwned + Default>(file: &toml::Table, name: &st
     }
 }
 
-/// A `builtin:NAME` suite's text, or the file's.
-pub fn opening_suite_text(spec: &str) -> std::result::Result<Option<String>, String> {
-    match spec.trim() {
-        "" => Ok(None),
-        "builtin:balanced-8" => Ok(Some(BALANCED_8.to_string())),
-        s if s.starts_with("builtin:") => {
-            Err(format!("openings = {s:?}: the only built-in suite is builtin:balanced-8"))
-        }
-        path => std::fs::read_to_string(path).map(Some).map_err(|e| format!("openings = {path:?}: {e}")),
-    }
-}
-
 impl PipelineConfig {
     /// Parses and validates a run configuration; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<PipelineConfig> {
@@ -234,7 +225,9 @@ impl PipelineConfig {
 
     /// The config with `[run] device` replaced (`koma pipeline --device`), checked again.
     pub fn with_device(mut self, device: &str) -> Result<PipelineConfig> {
-        self.run.device = device.to_string();
+        self.run.device = device
+            .parse()
+            .map_err(|e: koma_nn::Error| PipelineError::Config { origin: "--device".into(), message: e.to_string() })?;
         self.validate().map_err(|message| PipelineError::Config { origin: "--device".into(), message })?;
         Ok(self)
     }
@@ -253,8 +246,7 @@ impl PipelineConfig {
         if self.train.device != TrainConfig::default().device || self.train.threads.is_some() {
             return Err("[train] device and threads are set in [run] for the pipeline (device, threads)".into());
         }
-        let devices = self.run.device.parse::<koma_nn::DeviceList>().map_err(|e| format!("[run] device: {e}"))?;
-        if let koma_nn::DeviceList::Listed(list) = &devices {
+        if let DeviceList::Listed(list) = &self.run.device {
             if list.len() > self.selfplay.workers.max(1) {
                 return Err(format!(
                     "[run] device lists {} devices but [selfplay] workers is {}: each device needs a worker",
@@ -263,10 +255,6 @@ impl PipelineConfig {
                 ));
             }
         }
-        self.run
-            .inference_precision
-            .parse::<koma_nn::Precision>()
-            .map_err(|e| format!("[run] inference_precision: {e}"))?;
         if !(self.run.minutes >= 0.0 && self.run.minutes.is_finite()) {
             return Err(format!("[run] minutes = {}: must be ≥ 0", self.run.minutes));
         }
@@ -279,14 +267,6 @@ impl PipelineConfig {
         if self.run.games_per_shard == 0 {
             return Err("[run] games_per_shard must be ≥ 1".into());
         }
-        if !self.run.records.is_empty() && koma_selfplay::RecordFormat::from_name(&self.run.records).is_none() {
-            return Err(format!(
-                "[run] records = {:?}: expected kif, kifu, csa, ki2, usi, sfen or \"\"",
-                self.run.records
-            ));
-        }
-        opening_suite_text(&self.run.openings).map_err(|e| format!("[run] {e}"))?;
-        opening_suite_text(&self.arena.openings).map_err(|e| format!("[arena] {e}"))?;
         if !(0.0..=1.0).contains(&self.gating.min_score) {
             return Err(format!("[gating] min_score = {}: must be in [0, 1]", self.gating.min_score));
         }
@@ -316,8 +296,8 @@ impl PipelineConfig {
     /// How self-play networks run: one set of options per device (never empty).
     pub fn inference_options(&self) -> Result<Vec<koma_nn::RunOptions>> {
         let bad = |message: String| PipelineError::Config { origin: "[run]".into(), message };
-        let devices = self.run.device.parse::<koma_nn::DeviceList>().and_then(|d| d.specs());
-        let precision = self.run.inference_precision.parse().map_err(|e| bad(format!("inference_precision: {e}")))?;
+        let devices = self.run.device.specs();
+        let precision = self.run.inference_precision;
         let cpu_threads = (self.run.threads > 0).then_some(self.run.threads);
         Ok(devices
             .map_err(|e| bad(format!("device: {e}")))?
@@ -401,10 +381,10 @@ mod tests {
     fn several_devices() {
         let text = "[run]\ndevice = [\"cpu\", \"cpu\"]\n[selfplay]\nworkers = 2\n";
         let c = PipelineConfig::parse(text, "x.toml").unwrap();
-        assert_eq!(c.run.device, "cpu,cpu");
+        assert_eq!(c.run.device.to_string(), "cpu,cpu");
         assert_eq!(c.inference_options().unwrap().len(), 2);
         assert_eq!(c.evaluation_options().unwrap().device, koma_nn::DeviceSpec::Cpu);
-        assert_eq!(c.train_config().device, "cpu,cpu");
+        assert_eq!(c.train_config().device.to_string(), "cpu,cpu");
         let e = PipelineConfig::parse("[run]\ndevice = \"cpu,cpu\"\n[selfplay]\nworkers = 1\n", "x.toml")
             .unwrap_err()
             .to_string();

@@ -1,6 +1,6 @@
-//! Matches between a run's checkpoints and the reference players: the gatekeeper's match, the
-//! evaluations during the run (`[arena] every_models`), and the end-of-run report with its Elo
-//! curve. Results go to `RUN/arena/results.jsonl` (gating to `arena/gating.jsonl`), games to
+//! Matches between a run's checkpoints and the reference players ([`MatchRunner`], used by the
+//! gatekeeper and evaluator stages and by `koma experiment`), and the end-of-run report with its
+//! Elo curve. Results go to `RUN/arena/results.jsonl` (gating to `arena/gating.jsonl`), games to
 //! `RUN/arena/games/`, the fitted ratings to `RUN/arena/ratings.json`.
 
 use std::collections::HashMap;
@@ -10,14 +10,13 @@ use std::sync::Arc;
 
 use crossbeam::channel::Sender;
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
-use koma_arena::openings::read_suite;
 use koma_arena::player::Budget;
 use koma_arena::ratings::{fit, read_results, step_of_player};
-use koma_data::host::host_name;
+use koma_base::host::host_name;
 use koma_tensorboard::ScalarLog;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{opening_suite_text, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{PipelineError, Result};
 use crate::events::{Event, MatchSummary};
 use crate::players::{checkpoint_factory, checkpoint_player_name, reference_factory};
@@ -41,7 +40,7 @@ impl Contestant {
 }
 
 /// Player factories of one match setting, each checkpoint loaded once.
-pub struct Arena<'a> {
+pub struct MatchRunner<'a> {
     run: &'a RunDir,
     config: &'a PipelineConfig,
     factories: HashMap<Contestant, PlayerFactory>,
@@ -49,14 +48,10 @@ pub struct Arena<'a> {
     pub cancel: Arc<AtomicBool>,
 }
 
-impl<'a> Arena<'a> {
-    pub fn new(run: &'a RunDir, config: &'a PipelineConfig, cancel: Arc<AtomicBool>) -> Result<Arena<'a>> {
-        let bad = |message: String| PipelineError::Config { origin: "[arena] openings".into(), message };
-        let openings = match opening_suite_text(&config.arena.openings).map_err(bad)? {
-            Some(text) => read_suite(&text).map_err(bad)?,
-            None => Vec::new(),
-        };
-        Ok(Arena { run, config, factories: HashMap::new(), openings, cancel })
+impl<'a> MatchRunner<'a> {
+    pub fn new(run: &'a RunDir, config: &'a PipelineConfig, cancel: Arc<AtomicBool>) -> Result<MatchRunner<'a>> {
+        let openings = config.arena.openings.positions().to_vec();
+        Ok(MatchRunner { run, config, factories: HashMap::new(), openings, cancel })
     }
 
     fn factory(&mut self, who: &Contestant, simulations: u32) -> Result<PlayerFactory> {
@@ -94,7 +89,7 @@ impl<'a> Arena<'a> {
         self.play_from(0, a, b, games, simulations, results, keep_games, on_game)
     }
 
-    /// [`Arena::play`] as if `first_pair` pairs had been played already: pair k of this call
+    /// [`MatchRunner::play`] as if `first_pair` pairs had been played already: pair k of this call
     /// starts from the opening pair `first_pair + k` would. A long match played in pieces (and
     /// resumed after a crash, as `koma experiment` does) so goes through the suite like one match.
     #[allow(clippy::too_many_arguments)]
@@ -176,17 +171,18 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
     let text = serde_json::to_string_pretty(&ratings).expect("serialisable");
     koma_base::durable::write(&run.ratings_file(), text.as_bytes())?;
     // The curve is refit over all games each time: its TensorBoard run is replaced as a whole.
-    let mut board = ScalarLog::replace(&run.tensorboard_dir().join("ratings"), &host_name(), config.run.tensorboard);
+    let mut tensorboard =
+        ScalarLog::replace(&run.tensorboard_dir().join("ratings"), &host_name(), config.run.tensorboard);
     let mut curve: Vec<&RatingPoint> = ratings.iter().filter(|r| r.step.is_some()).collect();
     curve.sort_by_key(|r| r.step);
     for r in curve {
-        board.scalars(r.step.unwrap_or(0) as i64, &[("arena/elo", r.elo), ("arena/elo_margin", r.margin)]);
+        tensorboard.scalars(r.step.unwrap_or(0) as i64, &[("arena/elo", r.elo), ("arena/elo_margin", r.margin)]);
     }
     Ok(ratings)
 }
 
 /// The TensorBoard run of the matches played while the run goes on (evaluations, gating).
-fn match_board(run: &RunDir, config: &PipelineConfig) -> ScalarLog {
+pub(crate) fn match_tensorboard(run: &RunDir, config: &PipelineConfig) -> ScalarLog {
     ScalarLog::open(&run.tensorboard_dir().join("arena"), &host_name(), config.run.tensorboard)
 }
 
@@ -260,7 +256,7 @@ pub fn report(
         return Ok(None);
     }
     let plan = report_plan(&models, config);
-    let mut arena = Arena::new(run, config, cancel.clone())?;
+    let mut arena = MatchRunner::new(run, config, cancel.clone())?;
     let mut report = Report::default();
     for (done, (label, a, b, games)) in plan.iter().enumerate() {
         if cancel.load(Ordering::SeqCst) {
@@ -279,95 +275,6 @@ pub fn report(
     report.cancelled |= cancel.load(Ordering::SeqCst);
     report.ratings = update_ratings(run, config)?;
     Ok(Some(report))
-}
-
-/// During the run: every `[arena] every_models` new checkpoints, the newest plays `curve_games`
-/// against model 0. Returns when `stop` is set.
-pub fn run_evaluator(
-    run: &RunDir,
-    config: &PipelineConfig,
-    stop: Arc<AtomicBool>,
-    events: &Sender<Event>,
-) -> Result<()> {
-    let every = config.arena.every_models;
-    let mut evaluated = run.models()?.len();
-    let mut board: Option<ScalarLog> = None;
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let models = run.models()?;
-        if models.len() < evaluated + every || models.len() < 2 {
-            continue;
-        }
-        evaluated = models.len();
-        let (m0, newest) = (models[0].clone(), models[models.len() - 1].clone());
-        let mut arena = Arena::new(run, config, stop.clone())?;
-        let summary = arena.play(
-            &Contestant::Model(newest.clone()),
-            &Contestant::Model(m0),
-            config.arena.curve_games,
-            config.arena.simulations,
-            run.arena_results(),
-            false,
-            &mut |_| {},
-        )?;
-        tracing::info!("evaluation: {}", summary.line());
-        let mut values = vec![("arena/score_vs_model0", summary.score)];
-        values.extend(summary.elo.map(|e| ("arena/elo_vs_model0", e)));
-        board.get_or_insert_with(|| match_board(run, config)).scalars(newest.step as i64, &values);
-        let _ = events.send(Event::Arena { label: format!("{} vs model 0", newest.name()), summary });
-    }
-    Ok(())
-}
-
-/// The gatekeeper: makes model 0 the self-play model, then plays each new checkpoint against the
-/// current one and makes it current only if it scores at least `[gating] min_score`. Writes
-/// `models/current.json` (self-play follows it) and `arena/gating.jsonl`.
-pub fn run_gatekeeper(
-    run: &RunDir,
-    config: &PipelineConfig,
-    stop: Arc<AtomicBool>,
-    events: &Sender<Event>,
-) -> Result<()> {
-    let g = &config.gating;
-    if !run.has_current() {
-        if let Some(m0) = run.model_zero()? {
-            run.set_current(&m0)?;
-        }
-    }
-    let mut last_tried = run.current_model()?.map(|m| m.step).unwrap_or(0);
-    let mut board: Option<ScalarLog> = None;
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(std::time::Duration::from_millis(500));
-        let (Some(newest), Some(current)) = (run.newest_model()?, run.current_model()?) else { continue };
-        if newest.step <= current.step || newest.step <= last_tried {
-            continue;
-        }
-        last_tried = newest.step;
-        let mut arena = Arena::new(run, config, stop.clone())?;
-        let summary = arena.play(
-            &Contestant::Model(newest.clone()),
-            &Contestant::Model(current.clone()),
-            g.games,
-            g.simulations,
-            run.arena_dir().join("gating.jsonl"),
-            false,
-            &mut |_| {},
-        )?;
-        if summary.games < g.games.div_ceil(2) * 2 {
-            break; // cut short by the stop: no verdict
-        }
-        let accepted = summary.score >= g.min_score;
-        if accepted {
-            run.set_current(&newest)?;
-        }
-        tracing::info!("gating: {} → {}", summary.line(), if accepted { "accepted" } else { "rejected" });
-        board.get_or_insert_with(|| match_board(run, config)).scalars(
-            newest.step as i64,
-            &[("gating/score", summary.score), ("gating/accepted", accepted as u8 as f64)],
-        );
-        let _ = events.send(Event::Gating { summary, accepted });
-    }
-    Ok(())
 }
 
 #[cfg(test)]

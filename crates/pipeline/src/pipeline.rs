@@ -2,23 +2,24 @@
 //! during the run) as threads of one process over one run directory, until a time limit, a step
 //! count or a stop (Ctrl-C); then the end-of-run arena report.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
-use koma_nn::{Network, RunOptions, TrainingInfo};
-use koma_train::{ModelInit, Progress, ResumeMode, TrainOptions, TrainSummary};
+use koma_train::{Progress, TrainSummary};
 use serde::Serialize;
 
 use crate::config::{ConfigSource, PipelineConfig};
 use crate::error::{PipelineError, Result};
-use crate::evaluation::{report, run_evaluator, run_gatekeeper, Report};
+use crate::evaluation::{report, Report};
 use crate::events::Event;
 use crate::resources::{process_cpu_seconds, CpuBudget};
-use crate::run_dir::{copy_checkpoint, ModelRef, RunDir};
-use crate::selfplay_stage::{run_selfplay, SelfPlaySummary};
+use crate::run::{Run, RunOverrides};
+use crate::run_dir::{ModelRef, RunDir};
+use crate::stages;
+use crate::stages::selfplay::SelfPlaySummary;
 use crate::watchdog::Watchdog;
 
 #[derive(Clone, Debug)]
@@ -51,11 +52,8 @@ pub struct PipelineOptions {
 /// A run ready to start: its directory, its config and model 0 in place.
 #[derive(Clone, Debug)]
 pub struct Prepared {
-    pub run: RunDir,
-    pub config: PipelineConfig,
+    pub run: Run,
     pub resumed: bool,
-    /// Where the config came from (a file, the embedded default, or the run's config.toml).
-    pub config_origin: String,
     /// Set when --resume came with a --config different from the run's: the old one kept here.
     pub replaced_config: Option<PathBuf>,
     /// The untrained network the trainer starts from and the report measures against.
@@ -93,11 +91,11 @@ pub struct PipelineSummary {
 
 /// Creates or reopens the run directory, settles its config and writes model 0 if missing.
 pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
-    let run = RunDir::new(&options.run_dir);
+    let dir = RunDir::new(&options.run_dir);
     let (config, config_origin, replaced_config) = if options.resume {
-        if !run.exists() {
+        if !dir.exists() {
             return Err(PipelineError::Run {
-                path: run.root.clone(),
+                path: dir.root.clone(),
                 message: "--resume: not a koma run (no config.toml); start one without --resume".into(),
             });
         }
@@ -105,12 +103,12 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
             Some(path) => {
                 let (text, origin) = ConfigSource::File(path.clone()).read()?;
                 let config = PipelineConfig::parse(&text, &origin)?;
-                let replaced = run.replace_config(&text)?;
+                let replaced = dir.replace_config(&text)?;
                 (config, origin, replaced)
             }
             None => {
-                let text = run.read_config()?;
-                let origin = run.config_file().display().to_string();
+                let text = dir.read_config()?;
+                let origin = dir.config_file().display().to_string();
                 (PipelineConfig::parse(&text, &origin)?, origin, None)
             }
         }
@@ -119,60 +117,25 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         let (text, origin) = source.read()?;
         // Validate before anything is created on disk.
         let config = PipelineConfig::parse(&text, &origin)?;
-        run.create(&text)?;
+        dir.create(&text)?;
         (config, origin, None)
     };
-    let config = match &options.device {
-        Some(device) => config.with_device(device)?,
-        None => config,
-    };
-    run.make_dirs()?;
+    let overrides = RunOverrides { device: options.device.clone(), steps: options.steps, selfplay_seed: None };
+    let run = Run { dir, config, config_origin }.with_overrides(&overrides)?;
+    run.dir.make_dirs()?;
     if let Some(source) = &options.model_zero {
-        if run.model_zero()?.is_none() {
-            install_model_zero(&run, &config, source)?;
-        }
+        run.install_model_zero(source)?;
     }
-    let model_zero = ensure_model_zero(&run, &config)?;
-    Ok(Prepared { run, config, resumed: options.resume, config_origin, replaced_config, model_zero })
+    let model_zero = run.model_zero()?;
+    Ok(Prepared { run, resumed: options.resume, replaced_config, model_zero })
 }
 
-/// Writes `models/model-00000000` (the untrained network, from `[run] seed`) unless the run
-/// already has checkpoints.
-pub fn ensure_model_zero(run: &RunDir, config: &PipelineConfig) -> Result<ModelRef> {
-    if let Some(m0) = run.model_zero()? {
-        return Ok(m0);
-    }
-    let path = run.models_dir().join(koma_nn::checkpoint::file_name(0));
-    write_model_zero(&path, &config.model, config.run.seed)?;
-    tracing::info!(path = %path.display(), "wrote model 0");
-    Ok(ModelRef { step: 0, path })
-}
-
-/// Writes an untrained network (`model`, weights from `seed`) as a step-0 checkpoint at `path`.
-pub fn write_model_zero(path: &Path, model: &koma_nn::ModelConfig, seed: u64) -> Result<()> {
-    let mut network = Network::new(model, &RunOptions::cpu(), Some(seed))?;
-    network.save(path, &TrainingInfo { step: 0, samples_seen: 0, parent: None })?;
-    Ok(())
-}
-
-/// Copies `source` in as the run's model 0, after checking that it is a checkpoint of the run's
-/// `[model]`.
-fn install_model_zero(run: &RunDir, config: &PipelineConfig, source: &Path) -> Result<()> {
-    let meta = koma_nn::checkpoint::read_meta(source)?;
-    koma_nn::checkpoint::check_architecture(source, &meta.model, &config.model)?;
-    let path = run.models_dir().join(koma_nn::checkpoint::file_name(0));
-    copy_checkpoint(source, &path)?;
-    tracing::info!(from = %source.display(), path = %path.display(), "model 0 copied in");
-    Ok(())
-}
 /// Runs the stages until the time limit, the step count or `options.stop`, then the report.
 pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event>) -> Result<PipelineSummary> {
-    let (run, config) = (&prepared.run, &prepared.config);
-    if config.run.threads > 0 {
-        tch::set_num_threads(config.run.threads as i32);
-    }
+    let stages_run = &prepared.run;
+    let (run, config) = (&stages_run.dir, &stages_run.config);
+    stages_run.set_threads();
     let minutes = options.minutes.unwrap_or(config.run.minutes);
-    let steps = options.steps.unwrap_or(config.run.steps);
     let cpu_minutes = options.cpu_minutes.unwrap_or(config.run.cpu_minutes);
     let deadline = (minutes > 0.0).then(|| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
     // Process CPU time from here on: the stages' threads, not what ran before `run`.
@@ -186,18 +149,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         run.clear_current()?;
     }
 
-    let mut train_options = TrainOptions::new(
-        run.train_paths(),
-        Some(ModelInit::Checkpoint(model_zero.path.clone())),
-        (steps > 0).then_some(steps),
-        config.train_config(),
-    );
-    train_options.resume = ResumeMode::IfPresent;
-    train_options.follow = true;
-    train_options.tensorboard = config.run.tensorboard;
     let stages_stop = Arc::new(AtomicBool::new(false));
-    train_options.stop = Some(stages_stop.clone());
-    let prefix = shard_prefix();
     let started = Instant::now();
     let cpu_started = process_cpu_seconds();
     let mut reason = StopReason::Interrupted;
@@ -224,15 +176,20 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     // Which stage ended first (an error, a panic): its error is the run's, the others followed.
     let mut first_ended: Option<&'static str> = None;
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
-        let trainer =
-            scope.spawn(|| koma_train::train(&train_options, &mut |p| forward_train_progress(p, stage_events)));
-        let selfplay = scope.spawn(|| run_selfplay(run, config, &prefix, stages_stop.clone(), stage_events));
+        let trainer = scope.spawn(|| {
+            stages::trainer::run(stages_run, true, stages_stop.clone(), &mut |p| {
+                forward_train_progress(p, stage_events)
+            })
+        });
+        let selfplay = scope.spawn(|| stages::selfplay::run(stages_run, stages_stop.clone(), stage_events));
         let mut side = Vec::new();
         if config.gating.enabled {
-            side.push(("gatekeeper", scope.spawn(|| run_gatekeeper(run, config, stages_stop.clone(), stage_events))));
+            let gatekeeper = scope.spawn(|| stages::gatekeeper::run(stages_run, stages_stop.clone(), stage_events));
+            side.push(("gatekeeper", gatekeeper));
         }
         if config.arena.every_models > 0 {
-            side.push(("evaluator", scope.spawn(|| run_evaluator(run, config, stages_stop.clone(), stage_events))));
+            let evaluator = scope.spawn(|| stages::evaluator::run(stages_run, stages_stop.clone(), stage_events));
+            side.push(("evaluator", evaluator));
         }
         // Every stage runs until the stop: one that ends on its own (an error, a panic, the
         // trainer's step count) ends the run within a poll, and its result says why.
@@ -269,10 +226,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         let panicked = |stage: &'static str| {
             move |panic: Box<dyn std::any::Any + Send>| PipelineError::Stage {
                 stage,
-                message: format!("the thread panicked: {}", koma_mcts::panic_message(panic.as_ref())),
+                message: format!("the thread panicked: {}", koma_base::stop::panic_message(panic.as_ref())),
             }
         };
-        let train_result = trainer.join().map_err(panicked("trainer")).and_then(|r| r.map_err(PipelineError::Train));
+        let train_result = trainer.join().map_err(panicked("trainer")).and_then(|r| r);
         let selfplay_result =
             selfplay.join().map_err(panicked("self-play")).and_then(|r| r.map_err(in_stage("self-play")));
         let side_results: Vec<(&'static str, Result<()>)> = side
@@ -353,13 +310,6 @@ fn in_stage(stage: &'static str) -> impl Fn(PipelineError) -> PipelineError {
 fn log_failure(error: PipelineError) -> PipelineError {
     tracing::error!("the run stopped: {error}");
     error
-}
-
-/// `selfplay-HOST-UNIXSECONDS-PID`: unique per process and host, so several self-play processes
-/// (on one machine or many sharing the run directory, and after restarts) never write the same
-/// shard name.
-pub fn shard_prefix() -> String {
-    koma_data::host::unique_prefix("selfplay")
 }
 
 /// The trainer's progress as pipeline events.

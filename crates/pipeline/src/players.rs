@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use koma_arena::matches::PlayerFactory;
 use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
-use koma_mcts::{Evaluator, EvaluatorSlot, InferenceServer};
+use koma_mcts::{Evaluator, InferenceServer};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_shogi::rules::GameRules;
 
@@ -78,7 +78,7 @@ pub fn checkpoint_factory(
 ) -> Result<PlayerFactory> {
     let network = Network::load(path, options)?;
     let label = checkpoint_player_name(path, budget);
-    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &label);
+    let slot = SharedNetwork::slot(network, &label);
     let server = InferenceServer::spawn(slot, 1024);
     Ok(Arc::new(move |seed| {
         let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());

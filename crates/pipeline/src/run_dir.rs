@@ -1,21 +1,10 @@
-//! The run directory, KataGo style: every stage reads and writes files under one directory, so
-//! stages can run in one process (`koma pipeline`) or as several (`koma selfplay --run DIR
-//! --follow`, `koma train --run DIR --follow`).
-//!
-//! ```text
-//! RUN/config.toml            the run's configuration (a copy; --resume reads it)
-//! RUN/models/model-STEP.safetensors (+ .json)   checkpoints, model 0 first
-//! RUN/models/current.json    the self-play model when gating is on (else: the newest checkpoint)
-//! RUN/selfplay/*.h5          shards of self-play games; selfplay/records/ optional KIF/CSA
-//! RUN/train/metrics.jsonl    train/state/   (koma-train)
-//! RUN/arena/results.jsonl    arena/games/*.kifu   arena/ratings.json
-//! RUN/tensorboard/           train/ selfplay/ arena/ ratings/: TensorBoard event files
-//! RUN/logs/                  one log file per process
-//! RUN/*.png                  plots drawn at the end of `koma pipeline`
-//! ```
+//! A run directory and what can be done with it: start one, read and replace its config, list
+//! its checkpoints, and say which model self-play uses. The paths themselves are
+//! [`koma_base::run_layout::RunLayout`]'s, which draws the tree.
 
 use std::path::{Path, PathBuf};
 
+use koma_base::run_layout::RunLayout;
 use koma_nn::checkpoint;
 use serde::{Deserialize, Serialize};
 
@@ -35,58 +24,26 @@ impl ModelRef {
     }
 }
 
+/// A run directory: its layout (through `Deref`, so `run.models_dir()` and `run.root` read as
+/// before) and the operations on its files.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunDir {
-    pub root: PathBuf,
+pub struct RunDir(RunLayout);
+
+impl std::ops::Deref for RunDir {
+    type Target = RunLayout;
+    fn deref(&self) -> &RunLayout {
+        &self.0
+    }
 }
 
 impl RunDir {
     pub fn new(root: &Path) -> RunDir {
-        RunDir { root: root.to_path_buf() }
-    }
-
-    pub fn config_file(&self) -> PathBuf {
-        self.root.join("config.toml")
-    }
-    pub fn models_dir(&self) -> PathBuf {
-        self.root.join("models")
-    }
-    pub fn selfplay_dir(&self) -> PathBuf {
-        self.root.join("selfplay")
-    }
-    pub fn records_dir(&self) -> PathBuf {
-        self.selfplay_dir().join("records")
-    }
-    pub fn train_dir(&self) -> PathBuf {
-        self.root.join("train")
-    }
-    pub fn arena_dir(&self) -> PathBuf {
-        self.root.join("arena")
-    }
-    pub fn arena_results(&self) -> PathBuf {
-        self.arena_dir().join("results.jsonl")
-    }
-    pub fn arena_games(&self) -> PathBuf {
-        self.arena_dir().join("games")
-    }
-    pub fn ratings_file(&self) -> PathBuf {
-        self.arena_dir().join("ratings.json")
-    }
-    /// `tensorboard/`: a TensorBoard run per component (`train/`, `selfplay/`, `arena/`,
-    /// `ratings/`), written when `[run] tensorboard` is on.
-    pub fn tensorboard_dir(&self) -> PathBuf {
-        self.root.join("tensorboard")
-    }
-    pub fn logs_dir(&self) -> PathBuf {
-        self.root.join("logs")
-    }
-    fn current_file(&self) -> PathBuf {
-        self.models_dir().join("current.json")
+        RunDir(RunLayout::new(root))
     }
 
     /// The paths koma-train uses for this run.
     pub fn train_paths(&self) -> koma_train::RunPaths {
-        koma_train::RunPaths::new(self.root.clone(), self.selfplay_dir())
+        koma_train::RunPaths::of_run(&self.0)
     }
 
     /// Whether a run was started here (its config.toml exists).

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use koma_nn::{ModelConfig, Network, RunOptions, TrainingInfo};
-use koma_pipeline::evaluation::run_gatekeeper;
-use koma_pipeline::{Event, ModelRef, PipelineConfig, RunDir};
+use koma_pipeline::stages::gatekeeper;
+use koma_pipeline::{Event, ModelRef, PipelineConfig, Run, RunDir};
 
 fn small_model() -> ModelConfig {
     ModelConfig { blocks: 1, channels: 8, ..ModelConfig::tiny() }
@@ -31,11 +31,12 @@ fn gate(min_score: f64, candidate_seed: u64) -> (bool, ModelRef, ModelRef, RunDi
     let run = RunDir::new(dir.path());
     run.create(&text).unwrap();
     let config = PipelineConfig::parse(&text, "test").unwrap();
+    let opened = Run { dir: run.clone(), config, config_origin: "test".into() };
     let m0 = write_model(&run, 0, 1);
     let stop = Arc::new(AtomicBool::new(false));
     let (sender, events) = crossbeam::channel::unbounded();
     let accepted = std::thread::scope(|s| {
-        let keeper = s.spawn(|| run_gatekeeper(&run, &config, stop.clone(), &sender));
+        let keeper = s.spawn(|| gatekeeper::run(&opened, stop.clone(), &sender));
         // Model 0 becomes current before any candidate exists.
         let started = Instant::now();
         while !run.has_current() {

@@ -1,8 +1,9 @@
 //! One self-play game in progress: its position, its search tree, the samples recorded so far,
 //! and the resignation bookkeeping.
 
+use koma_base::Rng;
 use koma_data::{flags, result_for, GameSamples, PackedPosition, RootValues, Sample};
-use koma_mcts::{Evaluation, LeafId, Rng, RootValue, Search, Selection};
+use koma_mcts::{Evaluation, LeafId, RootValue, Search, Selection};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 use rand::RngExt;

@@ -109,7 +109,7 @@ pub fn run(
                 Ok(Err(worker::WorkerError::SinkClosed)) => {
                     "the shard writer stopped taking games (it failed; its error says why)".into()
                 }
-                Err(panic) => format!("worker {w} panicked: {}", koma_mcts::panic_message(panic.as_ref())),
+                Err(panic) => format!("worker {w} panicked: {}", koma_base::stop::panic_message(panic.as_ref())),
             };
             first_error.get_or_insert(error);
         }

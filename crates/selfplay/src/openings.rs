@@ -1,9 +1,8 @@
 //! Where self-play games start: the normal position, a share from handicap starts, and a share
 //! from an opening suite (USI position lines such as `startpos moves 7g7f 3c3d`).
 
-use koma_mcts::Rng;
-use koma_shogi::usi::{parse_position, UsiPositionError};
-use koma_shogi::{Handicap, Position};
+use koma_base::Rng;
+use koma_shogi::{Handicap, OpeningSuite, Position};
 use rand::RngExt;
 
 #[derive(Clone, Debug, Default)]
@@ -22,19 +21,10 @@ impl StartPositions {
         }
     }
 
-    /// Adds an opening suite: one USI position per line (blank lines and `#` comments skipped).
-    /// Errors name the line.
-    pub fn with_suite(mut self, text: &str) -> Result<StartPositions, String> {
-        for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let pos =
-                parse_position(line).map_err(|e: UsiPositionError| format!("opening suite line {}: {e}", i + 1))?;
-            self.openings.push(pos);
-        }
-        Ok(self)
+    /// Adds the positions of an opening suite.
+    pub fn with_suite(mut self, suite: &OpeningSuite) -> StartPositions {
+        self.openings.extend_from_slice(suite.positions());
+        self
     }
 
     pub fn pick(&self, rng: &mut Rng) -> Position {

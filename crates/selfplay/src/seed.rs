@@ -21,7 +21,7 @@ pub fn fresh_seed() -> u64 {
     static CALLS: AtomicU64 = AtomicU64::new(0);
     // std's RandomState is keyed from the operating system's randomness.
     let mut hasher = RandomState::new().build_hasher();
-    koma_data::host::host_name().hash(&mut hasher);
+    koma_base::host::host_name().hash(&mut hasher);
     std::process::id().hash(&mut hasher);
     for variable in SLURM_TASK_VARIABLES {
         std::env::var(variable).ok().hash(&mut hasher);

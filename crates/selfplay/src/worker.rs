@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crossbeam::channel::Sender;
+use koma_base::Rng;
 use koma_data::GameSamples;
-use koma_mcts::{EvalError, EvaluatorSlot, InferenceClient, LeafId, Pending, Rng};
+use koma_mcts::{EvalError, EvaluatorSlot, InferenceClient, LeafId, Pending};
 use koma_shogi::rules::GameRules;
 use rand::SeedableRng;
 
@@ -66,15 +67,7 @@ pub(crate) fn run_worker(
     client: InferenceClient,
     seed: u64,
 ) -> Result<(), WorkerError> {
-    struct FailOnUnwind<'a>(&'a AtomicBool);
-    impl Drop for FailOnUnwind<'_> {
-        fn drop(&mut self) {
-            if std::thread::panicking() {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
-    }
-    let _guard = FailOnUnwind(&shared.failed);
+    let _guard = koma_base::stop::RaiseOnPanic(&shared.failed);
     let result = play(shared, slot, client, seed);
     if result.is_err() {
         shared.failed.store(true, Ordering::Relaxed);

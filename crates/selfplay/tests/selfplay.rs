@@ -9,7 +9,7 @@ use koma_data::{flags, GameSamples};
 use koma_mcts::{EvaluatorSlot, UniformEvaluator};
 use koma_selfplay::{run, SelfPlayConfig, StartPositions};
 use koma_shogi::rules::Repetition;
-use koma_shogi::{EndReason, Position, Status};
+use koma_shogi::{EndReason, OpeningSuite, Position, Status};
 
 fn play(
     config: &SelfPlayConfig,
@@ -184,17 +184,15 @@ fn workers_spread_over_several_devices() {
 }
 
 #[test]
-fn openings_suite_is_used_and_errors_name_the_line() {
+fn games_start_from_the_opening_suite() {
     let suite = "# test suite\nstartpos moves 7g7f 3c3d\n\nstartpos moves 2g2f 8c8d\n";
-    let starts = StartPositions::new(0.0, 1.0).with_suite(suite).unwrap();
+    let starts = StartPositions::new(0.0, 1.0).with_suite(&OpeningSuite::parse(suite, "test").unwrap());
     let config = SelfPlayConfig { simulations: 8, cheap_simulations: 2, max_plies: 40, ..SelfPlayConfig::default() };
     let (games, _) = play(&config, 4, starts);
     for g in &games {
         assert!(g.start_sfen.ends_with(" 3"), "game did not start from the suite: {}", g.start_sfen);
         check_game(g, &config);
     }
-    let err = StartPositions::new(0.0, 1.0).with_suite("startpos\nstartpos moves 7g7f 7g7f\n").unwrap_err();
-    assert!(err.contains("line 2"), "{err}");
 }
 
 /// Two self-play processes of one run must not replay each other's games: without a seed each

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use koma_shogi::record::{self, csa, kif, notation, Format, GameRecord, ParseErrorKind, RecordError, RecordMove};
+use koma_shogi::record::{self, csa, ki2, kif, notation, Format, GameRecord, ParseErrorKind, RecordError, RecordMove};
 use koma_shogi::{Color, EndReason, GameResult, Handicap, Move, Position};
 
 fn data_dir() -> PathBuf {
@@ -105,7 +105,7 @@ fn sample_ki2_disambiguation_and_drop_without_uchi() {
     assert_eq!(g.moves[6].comment.as_deref(), Some("不成で迫る"));
     assert_eq!(g.result, result(Some(Color::White), EndReason::Resignation));
     // And KI2 written by koma reads back.
-    let text = kif::write_ki2(g).unwrap();
+    let text = ki2::write_ki2(g).unwrap();
     assert!(text.contains("▲５八金右"), "{text}");
     assert_eq!(usi_moves(&kif::parse_kif(&text).unwrap()), usi_moves(g));
     // 打 only where a board gold could also reach the square.
@@ -113,7 +113,7 @@ fn sample_ki2_disambiguation_and_drop_without_uchi() {
     assert_eq!(usi_moves(g), "G*5h 5a5b 6i6h 5b4b 5h5g 4b5a");
     assert_eq!(g.moves[5].comment.as_deref(), Some("先手の金が上がる"));
     assert_eq!(g.result, result(None, EndReason::Abort));
-    let text = kif::write_ki2(g).unwrap();
+    let text = ki2::write_ki2(g).unwrap();
     assert!(text.contains("▲５八金打") && text.contains("▲６八金上") && text.contains("▲５七金直"), "{text}");
     // An ambiguous move is an error on its line.
     let e = kif::parse_kif("手合割：平手\n▲７六歩    △３四歩\n▲５八金\n").unwrap_err();
@@ -147,8 +147,8 @@ fn bad_samples_name_line_and_move() {
 
 #[test]
 fn convert_directory_keeps_going_after_bad_files() {
-    let out = std::env::temp_dir().join(format!("koma-records-test-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("out");
     let summary = record::convert_path(&data_dir(), Format::Kif, Format::Csa, Some(&out)).unwrap();
     assert_eq!(summary.converted.len(), 3, "{summary:?}"); // .kif and .kifu files; .ki2 is not KIF
     assert_eq!(summary.errors.len(), 1, "{summary:?}");
@@ -173,7 +173,6 @@ fn convert_directory_keeps_going_after_bad_files() {
     assert!(summary.is_ok());
     assert_eq!(std::fs::read_to_string(inplace.join("multi.usi")).unwrap().lines().count(), 3);
     assert!(record::convert_path(&out.join("missing"), Format::Csa, Format::Usi, None).is_err());
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
@@ -370,7 +369,7 @@ fn random_games_round_trip_through_every_format() {
         let back = &record::read_games(&sjis, Format::Kif).unwrap()[0];
         assert_same_game(g, back, &what("kif shift_jis"), true);
 
-        let text = kif::write_ki2(g).unwrap();
+        let text = ki2::write_ki2(g).unwrap();
         let back = kif::parse_kif(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", what("ki2")));
         let mut timeless = g.clone();
         timeless.moves.iter_mut().for_each(|m| m.time = None);
@@ -574,7 +573,7 @@ fn diagrams_read_every_printed_promoted_piece() {
     assert_eq!(g.start.to_sfen(), "4k4/9/+S+N+N+L+L+P+P2/9/9/9/+s+n+n+l+l+p+p2/9/4K4 b - 1");
     assert_eq!(usi_moves(&g), "8c8b 4g3h 6c6d");
     // Written back with the usual characters (全 圭 杏 と), and read again to the same start.
-    let diagram = record::kif::board_diagram(&g.start);
+    let diagram = record::bod::board_diagram(&g.start);
     assert!(diagram.contains("| 全 圭 圭 杏 杏 と と ・ ・|三"), "{diagram}");
     assert_eq!(
         record::kif::parse_kif(&record::kif::write_kif(&g).unwrap()).unwrap().start.to_sfen(),

@@ -19,11 +19,13 @@
 //! machine hits them alike; every step is timed, and each side keeps the fastest step and the
 //! median step over all its rounds.
 
+use std::ffi::OsStr;
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::time::Instant;
 
+use koma_base::python::Python;
 use koma_nn::ModelConfig;
 use serde::{Deserialize, Serialize};
 
@@ -33,10 +35,6 @@ use crate::error::{io, Result, TrainError};
 use crate::run::{train, RunPaths, TrainOptions};
 use crate::synth::{random_games, random_samples, SynthPolicy};
 use crate::trainer::{ModelInit, Trainer};
-
-const PY_INIT: &str = include_str!("../../../python/koma/__init__.py");
-const PY_MODEL: &str = include_str!("../../../python/koma/model.py");
-const PY_BENCH: &str = include_str!("../../../python/koma/bench_train.py");
 
 #[derive(Clone, Debug)]
 pub struct BenchOptions {
@@ -212,25 +210,6 @@ pub struct BenchReport {
     pub ratio_ok: Option<bool>,
 }
 
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Result<Scratch> {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let p = std::env::temp_dir().join(format!("koma-bench-train-{tag}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(io(&p))?;
-        Ok(Scratch(p))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A batch of positions from random games with random policy targets.
 pub fn synthetic_batch(batch_size: usize, config: &TrainConfig) -> HostBatch {
     HostBatch::from_samples(&random_samples(batch_size, 12345, SynthPolicy::Random), &config.loss)
@@ -270,8 +249,8 @@ fn measure_scaling(
 ) -> Result<Scaling> {
     let list = devices.parse::<koma_nn::DeviceList>()?;
     let specs = list.specs()?;
-    let all = TrainConfig { device: list.to_string(), ..config.clone() };
-    let one = TrainConfig { device: specs[0].to_string(), ..config.clone() };
+    let all = TrainConfig { device: list.clone(), ..config.clone() };
+    let one = TrainConfig { device: specs[0].into(), ..config.clone() };
     all.validate()?;
     let (mut one_figures, mut all_figures): (Option<Figures>, Option<Figures>) = (None, None);
     for round in 0..options.rounds.max(1) {
@@ -314,25 +293,22 @@ pub fn measure_pytorch(
     min_steps: usize,
     channels_last: bool,
 ) -> Result<Figures> {
-    let dir = Scratch::new("py")?;
-    let pkg = dir.0.join("koma");
-    std::fs::create_dir_all(&pkg).map_err(io(&pkg))?;
-    for (name, text) in [("__init__.py", PY_INIT), ("model.py", PY_MODEL), ("bench_train.py", PY_BENCH)] {
-        write_bytes(&pkg.join(name), text.as_bytes())?;
-    }
-    write_bytes(&dir.0.join("input1.u8"), batch.inputs.input1())?;
-    write_bytes(&dir.0.join("input2.u8"), batch.inputs.input2())?;
-    write_bytes(&dir.0.join("policy.f32"), &f32_bytes(&batch.policy))?;
-    write_bytes(&dir.0.join("value.f32"), &f32_bytes(&batch.value))?;
-    write_bytes(&dir.0.join("policy_weight.f32"), &f32_bytes(&batch.policy_weight))?;
-    write_bytes(&dir.0.join("value_weight.f32"), &f32_bytes(&batch.value_weight))?;
+    let reference = Python::new(Some(python))
+        .map_err(|e| TrainError::Config(format!("writing out the embedded Python package: {e}")))?;
+    let dir = reference.scratch();
+    write_bytes(&dir.join("input1.u8"), batch.inputs.input1())?;
+    write_bytes(&dir.join("input2.u8"), batch.inputs.input2())?;
+    write_bytes(&dir.join("policy.f32"), &f32_bytes(&batch.policy))?;
+    write_bytes(&dir.join("value.f32"), &f32_bytes(&batch.value))?;
+    write_bytes(&dir.join("policy_weight.f32"), &f32_bytes(&batch.policy_weight))?;
+    write_bytes(&dir.join("value_weight.f32"), &f32_bytes(&batch.value_weight))?;
     let results: Vec<u8> = batch.result_class.iter().flat_map(|x| x.to_le_bytes()).collect();
-    write_bytes(&dir.0.join("result_class.i64"), &results)?;
+    write_bytes(&dir.join("result_class.i64"), &results)?;
     let o = &config.optimizer;
     let spec = serde_json::json!({
         "model": model,
         "batch_size": batch.len(),
-        "data_dir": dir.0,
+        "data_dir": dir,
         "seconds": seconds,
         "min_steps": min_steps,
         "threads": tch::get_num_threads(),
@@ -343,12 +319,10 @@ pub fn measure_pytorch(
         "loss": {"policy_weight": config.loss.policy_weight, "value_weight": config.loss.value_weight},
         "channels_last": channels_last,
     });
-    let spec_path = dir.0.join("spec.json");
+    let spec_path = dir.join("spec.json");
     write_bytes(&spec_path, spec.to_string().as_bytes())?;
-    let output = Command::new(python)
-        .args(["-m", "koma.bench_train", "--spec"])
-        .arg(&spec_path)
-        .env("PYTHONPATH", &dir.0)
+    let output = reference
+        .module("bench_train", [OsStr::new("--spec"), spec_path.as_os_str()])
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
@@ -375,8 +349,8 @@ pub fn measure_end_to_end(
     sps_hint: f64,
 ) -> Result<Figures> {
     // Steps for about `seconds_hint` at `sps_hint` samples/s, plus the warm-up.
-    let dir = Scratch::new("e2e")?;
-    let shards = dir.0.join("selfplay");
+    let dir = tempfile::Builder::new().prefix("koma-bench-train-").tempdir().map_err(io(&std::env::temp_dir()))?;
+    let shards = dir.path().join("selfplay");
     std::fs::create_dir_all(&shards).map_err(io(&shards))?;
     for (i, chunk) in random_games(64, 99, SynthPolicy::Random).chunks(16).enumerate() {
         koma_data::write_shard(&shards.join(format!("bench-{i:06}.h5")), chunk)?;
@@ -386,8 +360,12 @@ pub fn measure_end_to_end(
     config.checkpoint_every = u64::MAX / 2;
     config.log_every = u64::MAX / 2;
     let batch_size = config.batch_size;
-    let options =
-        TrainOptions::new(RunPaths::resolve(&dir.0, None), Some(ModelInit::Fresh(model.clone())), Some(steps), config);
+    let options = TrainOptions::new(
+        RunPaths::resolve(dir.path(), None),
+        Some(ModelInit::Fresh(model.clone())),
+        Some(steps),
+        config,
+    );
     let mut last: Option<Instant> = None;
     let mut times = Vec::new();
     train(&options, &mut |p| {

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use koma_data::{SampleWeights, WindowSize};
-use koma_nn::Precision;
+use koma_nn::{DeviceList, Precision};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -28,9 +28,8 @@ pub struct TrainConfig {
     /// `cuda:all`) for data-parallel training: a replica per device, each batch split between
     /// them, gradients averaged (docs/training.md). `koma train` only: a run config sets it in
     /// `[run]` (here it is refused).
-    #[serde(deserialize_with = "koma_nn::device::deserialize_device_list")]
     #[schemars(with = "koma_nn::device::DeviceField")]
-    pub device: String,
+    pub device: DeviceList,
     /// `auto` (f16 autocast on CUDA, f32 on the CPU), `f32`, `f16` (autocast with dynamic loss
     /// scaling) or `bf16` (bf16 compute copy, f32 master weights). Half precision is CUDA-only.
     pub precision: Precision,
@@ -61,7 +60,7 @@ impl Default for TrainConfig {
             checkpoint_every: 1000,
             log_every: 100,
             seed: 0,
-            device: "auto".into(),
+            device: DeviceList::default(),
             precision: Precision::Auto,
             threads: None,
             memory_format: MemoryFormat::Auto,
@@ -531,7 +530,7 @@ impl TrainConfig {
 
     /// The devices the trainer keeps a replica on (the first holds the master weights).
     pub fn devices(&self) -> Result<koma_nn::DeviceList> {
-        self.device.parse().map_err(|e: koma_nn::Error| TrainError::Config(format!("device: {e}")))
+        Ok(self.device.clone())
     }
 
     pub fn validate(&self) -> Result<()> {

@@ -88,9 +88,9 @@ fn process_runs(pid: u32) -> bool {
 }
 
 impl Lease {
-    /// Takes the lease of `run_dir` for this process (host from `koma_data::host::host_name`).
+    /// Takes the lease of `run_dir` for this process (host from `koma_base::host::host_name`).
     pub fn acquire(run_dir: &Path) -> Result<Lease> {
-        Lease::acquire_as(run_dir, &koma_data::host::host_name(), std::process::id(), HEARTBEAT, STALE_AFTER)
+        Lease::acquire_as(run_dir, &koma_base::host::host_name(), std::process::id(), HEARTBEAT, STALE_AFTER)
     }
 
     /// [`Lease::acquire`] as a given host and process, with given timings (for tests).

@@ -1,10 +1,12 @@
 //! koma-train: the trainer.
 //!
 //! - [`config`]: [`TrainConfig`], every setting with a default (TOML `[train]` or JSON).
-//! - [`batch`]: samples → network inputs, dense policy targets, mixed value targets; the losses.
+//! - [`batch`]: samples → network inputs, dense policy targets, mixed value targets.
+//! - [`loss`]: the loss terms of a forward pass, and a network's metrics on a batch.
 //! - [`optim`]: SGD (Nesterov) and AdamW written as tensor updates, so their state can be saved.
 //! - [`scaler`]: dynamic loss scaling for f16.
-//! - [`trainer`]: [`Trainer`], one optimiser step at a time, f32 / f16 autocast / bf16.
+//! - [`trainer`]: [`Trainer`], one optimiser step at a time; its precision modes (f32 / f16
+//!   autocast / bf16), data-parallel replicas and saving/resuming in files of their own.
 //! - `averaging`: the moving average of the weights that checkpoints publish (`ema_samples`).
 //! - [`state`]: the full training state under `train/state/` for an exact `--resume`.
 //! - [`loader`]: the thread that samples the replay window ahead of the optimiser (and waits
@@ -22,6 +24,7 @@ pub mod config;
 mod error;
 pub mod lease;
 pub mod loader;
+pub mod loss;
 pub mod metrics;
 pub mod optim;
 pub mod run;
@@ -37,6 +40,7 @@ pub use config::{
 };
 pub use error::{Result, TrainError};
 pub use loader::{WaitInfo, WaitReason, WindowInfo};
+pub use loss::{batch_metrics, BatchMetrics};
 pub use metrics::{MetricsRecord, StepStats};
 pub use run::{train, Progress, ResumeMode, RunPaths, TrainOptions, TrainSummary};
-pub use trainer::{batch_metrics, BatchMetrics, Mode, ModelInit, Trainer};
+pub use trainer::{Mode, ModelInit, Trainer};

@@ -14,8 +14,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::{bounded, Receiver, RecvTimeoutError, Sender};
+use koma_base::Rng;
 use koma_data::{ReplayWindow, Sample};
-use koma_mcts::Rng;
 use koma_shogi::Move;
 use rand::RngExt;
 use serde::Serialize;

@@ -192,7 +192,7 @@ mod tests {
     /// without weight decay on the reference side, as ours decays only the 2-D weight.
     fn compare(config: &OptimizerConfig, lr: f64, steps: usize) -> (Vec<f32>, Vec<f32>) {
         // Fixed data and initial weights (not libtorch's global generator: tests run in parallel).
-        let mut rng = koma_mcts::Rng::seed_from_u64(3);
+        let mut rng = koma_base::Rng::seed_from_u64(3);
         let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-1.0f32..1.0)).collect() };
         let x = Tensor::from_slice(&values(16 * 5)).view([16, 5]);
         let y = Tensor::from_slice(&values(16 * 2)).view([16, 2]);

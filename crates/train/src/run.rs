@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use koma_base::run_layout::RunLayout;
 use koma_tensorboard::ScalarLog;
 use serde::Serialize;
 
@@ -54,23 +55,29 @@ impl RunPaths {
     /// there), else a directory of shards. Outputs go to `out`, by default the run directory, or
     /// for a bare shards directory that directory itself.
     pub fn resolve(data: &Path, out: Option<&Path>) -> RunPaths {
-        let selfplay = data.join("selfplay");
+        let selfplay = RunLayout::new(data).selfplay_dir();
         let (shards_dir, default_run) =
             if selfplay.is_dir() { (selfplay, data.to_path_buf()) } else { (data.to_path_buf(), data.to_path_buf()) };
         RunPaths::new(out.map(Path::to_path_buf).unwrap_or(default_run), shards_dir)
     }
 
+    /// Outputs under `run_dir` (its layout: [`RunLayout`]), shards read from `shards_dir`.
     pub fn new(run_dir: PathBuf, shards_dir: PathBuf) -> RunPaths {
-        let train_dir = run_dir.join("train");
+        let layout = RunLayout::new(&run_dir);
         RunPaths {
-            models_dir: run_dir.join("models"),
-            state_dir: train_dir.join("state"),
-            metrics: train_dir.join("metrics.jsonl"),
-            tensorboard: run_dir.join("tensorboard"),
-            train_dir,
+            models_dir: layout.models_dir(),
+            state_dir: layout.state_dir(),
+            metrics: layout.metrics_file(),
+            tensorboard: layout.tensorboard_dir(),
+            train_dir: layout.train_dir(),
             shards_dir,
             run_dir,
         }
+    }
+
+    /// A run's own paths: its shards in `selfplay/`.
+    pub fn of_run(layout: &RunLayout) -> RunPaths {
+        RunPaths::new(layout.root.clone(), layout.selfplay_dir())
     }
 }
 
@@ -238,10 +245,11 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     if done(&trainer) {
         return Ok(summary);
     }
-    let mut board = ScalarLog::open(&p.tensorboard.join("train"), &koma_data::host::host_name(), options.tensorboard);
+    let mut tensorboard =
+        ScalarLog::open(&p.tensorboard.join("train"), &koma_base::host::host_name(), options.tensorboard);
     // What MetricsLog::open drops (steps after the state's, logged by a run that stopped before
     // saving it), TensorBoard drops too: a session start purges the steps from here on.
-    board.session_start(start_step as i64 + 1);
+    tensorboard.session_start(start_step as i64 + 1);
 
     let loader = Loader::spawn(LoaderSetup {
         shards_dir: p.shards_dir.clone(),
@@ -300,7 +308,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
                     if trainer.step() % config.log_every == 0 {
                         let rec = acc.finish(&stats, window.window_samples, window.total_samples);
                         log.append(&rec)?;
-                        board.scalars(rec.step as i64, &rec.scalars());
+                        tensorboard.scalars(rec.step as i64, &rec.scalars());
                         progress(Progress::Metrics(&rec));
                         summary.last_metrics = Some(rec);
                     }
@@ -336,7 +344,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
     if let (Some(stats), false, false) = (&last_stats, acc.is_empty(), save_nothing) {
         let rec = acc.finish(stats, window.window_samples, window.total_samples);
         log.append(&rec)?;
-        board.scalars(rec.step as i64, &rec.scalars());
+        tensorboard.scalars(rec.step as i64, &rec.scalars());
         progress(Progress::Metrics(&rec));
         summary.last_metrics = Some(rec);
     }

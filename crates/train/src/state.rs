@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use koma_mcts::Rng;
+use koma_base::Rng;
 use koma_nn::checkpoint::{self, sha256_hex};
 use koma_nn::ModelConfig;
 use safetensors::tensor::{Dtype, SafeTensors};

@@ -7,8 +7,8 @@
 //! legal moves; the game "result" is a win when the side to move holds a piece in hand, else a
 //! loss.
 
+use koma_base::Rng;
 use koma_data::{flags, GameSamples, PackedPosition, Sample};
-use koma_mcts::Rng;
 use koma_nn::encoding::move_label;
 use koma_shogi::{EndReason, GameResult, Handicap, Move, PieceType};
 use rand::{RngExt, SeedableRng};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use koma_data::write_shard;
 use koma_nn::checkpoint;
-use koma_nn::{ModelConfig, Precision};
+use koma_nn::{DeviceSpec, ModelConfig, Precision};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
 use koma_train::{train, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainOptions, Trainer};
@@ -28,7 +28,7 @@ fn model(reply: bool) -> ModelConfig {
 
 fn config() -> TrainConfig {
     let mut c = TrainConfig {
-        device: "cpu".into(),
+        device: DeviceSpec::Cpu.into(),
         precision: Precision::F32,
         seed: 9,
         batch_size: 32,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use koma_data::write_shard;
 use koma_nn::checkpoint;
-use koma_nn::{ModelConfig, Network, Precision, RunOptions};
+use koma_nn::{DeviceSpec, ModelConfig, Network, Precision, RunOptions};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
 use koma_train::{
@@ -30,7 +30,7 @@ fn model() -> ModelConfig {
 
 fn config(kind: OptimizerKind) -> TrainConfig {
     let mut c = TrainConfig {
-        device: "cpu".into(),
+        device: DeviceSpec::Cpu.into(),
         precision: Precision::F32,
         seed: 7,
         batch_size: 32,
@@ -119,7 +119,7 @@ fn resumed_runs_match_uninterrupted_runs_bit_for_bit() {
             c.ema_samples = 200.0;
         }
         c.precision = precision;
-        c.device = device.into();
+        c.device = device.parse().unwrap();
         c.loss_scale.growth_interval = 4;
         // Mirrored samples too: the reflections are drawn from the sampler's saved generator.
         if kind == OptimizerKind::AdamW {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use koma_data::{write_shard, ShardReader};
 use koma_nn::checkpoint::{self, TrainingInfo};
-use koma_nn::{ModelConfig, Network, Precision, RunOptions};
+use koma_nn::{DeviceSpec, ModelConfig, Network, Precision, RunOptions};
 use koma_train::metrics::read_metrics;
 use koma_train::synth::{random_games, SynthPolicy};
 use koma_train::{
@@ -47,7 +47,7 @@ fn write_games(dir: &Path, games: usize, seed: u64, policy: SynthPolicy, per_sha
 }
 
 fn cpu_config() -> TrainConfig {
-    TrainConfig { device: "cpu".into(), precision: Precision::F32, seed: 5, ..TrainConfig::default() }
+    TrainConfig { device: DeviceSpec::Cpu.into(), precision: Precision::F32, seed: 5, ..TrainConfig::default() }
 }
 
 #[test]

@@ -12,7 +12,6 @@ use clap::{Arg, ArgAction, ArgMatches};
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_arena::clock::{parse_duration, TimeControl, Timing};
 use koma_arena::matches::{run_match, MatchConfig, PlayerFactory};
-use koma_arena::openings::read_suite;
 use koma_arena::player::{Overridden, Player};
 use koma_arena::spec::{parse_option, parse_player, PlayerKind, PlayerSpec};
 use koma_arena::stats::Sprt;
@@ -20,7 +19,7 @@ use koma_arena::tournament::{pairings, run_tournament, Entrant, Format, Tourname
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
 use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
-use koma_shogi::Handicap;
+use koma_shogi::{Handicap, OpeningSuite};
 
 use super::choices::{impasse_rule, max_moves_rule};
 use super::nn_args::RunArgs;
@@ -293,8 +292,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let openings = match (&args.openings, &args.handicap) {
         (Some(spec), _) => {
-            let text = koma_pipeline::config::opening_suite_text(spec).map_err(anyhow::Error::msg)?.unwrap_or_default();
-            read_suite(&text).map_err(anyhow::Error::msg).with_context(|| format!("--openings {spec}"))?
+            let suite = OpeningSuite::load(spec).with_context(|| format!("--openings {spec}"))?;
+            suite.map(|suite| suite.positions().to_vec()).unwrap_or_default()
         }
         (None, Some(name)) => match Handicap::from_name(name) {
             Some(h) => vec![h.position()],

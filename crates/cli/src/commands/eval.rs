@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use koma_mcts::Evaluation;
 use koma_nn::encoding::{self, InputBatch};
-use koma_nn::inference::RawOutput;
+use koma_nn::network::RawOutput;
 use koma_nn::Network;
 use koma_shogi::usi::parse_position;
 use koma_shogi::Position;
@@ -55,7 +55,7 @@ pub fn run(args: Args) -> Result<()> {
     batch.encode(&positions);
     let mut raw = RawOutput::new();
     net.forward(&batch, &mut raw)?;
-    let evals: Vec<Evaluation> = koma_nn::inference::evaluations(&positions, &raw);
+    let evals: Vec<Evaluation> = koma_nn::network::evaluations(&positions, &raw);
 
     if !args.json {
         let meta = net.meta().expect("loaded from a checkpoint");

@@ -7,16 +7,13 @@
 //! - `safetensors`: a verified copy of the checkpoint (weights re-serialised from the loaded
 //!   network, new sidecar with the same training lineage).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::ffi::OsStr;
+use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
+use koma_base::python::Python;
 use koma_nn::{Network, RunOptions};
 use serde_json::json;
-
-const PY_INIT: &str = include_str!("../../../../python/koma/__init__.py");
-const PY_MODEL: &str = include_str!("../../../../python/koma/model.py");
-const PY_EXPORT: &str = include_str!("../../../../python/koma/export.py");
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Format {
@@ -48,48 +45,24 @@ pub struct Args {
     json: bool,
 }
 
-fn default_python() -> String {
-    if let Some(venv) = std::env::var_os("KOMA_VENV") {
-        let p = Path::new(&venv).join("bin/python");
-        if p.exists() {
-            return p.to_string_lossy().into_owned();
-        }
-    }
-    "python3".into()
-}
-
 fn export_onnx(args: &Args) -> Result<serde_json::Value> {
     // Check the checkpoint here first, for Rust's clearer messages.
     koma_nn::checkpoint::read_meta(&args.model)?;
-    let dir = std::env::temp_dir().join(format!("koma-export-{}", std::process::id()));
-    let pkg = dir.join("koma");
-    std::fs::create_dir_all(&pkg).with_context(|| format!("creating {}", pkg.display()))?;
-    let result = (|| {
-        for (name, text) in [("__init__.py", PY_INIT), ("model.py", PY_MODEL), ("export.py", PY_EXPORT)] {
-            std::fs::write(pkg.join(name), text)?;
-        }
-        let python = args.python.clone().unwrap_or_else(default_python);
-        let mut cmd = Command::new(&python);
-        cmd.env("PYTHONPATH", &dir)
-            .args(["-m", "koma.export", "--model"])
-            .arg(&args.model)
-            .arg("--out")
-            .arg(&args.out)
-            .arg("--opset")
-            .arg(args.opset.to_string());
-        if args.no_verify {
-            cmd.arg("--no-verify");
-        }
-        let out = cmd.output().with_context(|| format!("running {python} (set --python or KOMA_PYTHON)"))?;
-        if !out.status.success() {
-            bail!("{python} -m koma.export failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let line = stdout.lines().last().unwrap_or("");
-        serde_json::from_str::<serde_json::Value>(line).with_context(|| format!("export printed {stdout:?}"))
-    })();
-    let _ = std::fs::remove_dir_all(&dir);
-    result
+    let python = Python::new(args.python.as_deref()).context("writing out the embedded Python package")?;
+    let mut cmd = python
+        .module("export", [OsStr::new("--model"), args.model.as_os_str(), OsStr::new("--out"), args.out.as_os_str()]);
+    cmd.arg("--opset").arg(args.opset.to_string());
+    if args.no_verify {
+        cmd.arg("--no-verify");
+    }
+    let program = python.program();
+    let out = cmd.output().with_context(|| format!("running {program} (set --python or KOMA_PYTHON)"))?;
+    if !out.status.success() {
+        bail!("{program} -m koma.export failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().last().unwrap_or("");
+    serde_json::from_str::<serde_json::Value>(line).with_context(|| format!("export printed {stdout:?}"))
 }
 
 pub fn run(args: Args) -> Result<()> {

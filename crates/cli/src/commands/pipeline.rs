@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use koma_base::run_layout::RunLayout;
 use koma_pipeline::{Event, PipelineOptions, PipelineSummary, StopReason};
 use koma_train::WaitReason;
 
@@ -274,7 +275,7 @@ impl Status {
 /// Draws train-loss.png, train-accuracy.png and elo.png into the run directory with the
 /// project's Python (see [`plot::run_plot_script`]); returns the files written.
 fn draw_plots(run: &Path) -> Result<Vec<PathBuf>> {
-    let metrics = run.join("train/metrics.jsonl");
+    let metrics = RunLayout::new(run).metrics_file();
     if std::fs::metadata(&metrics).map(|m| m.len() == 0).unwrap_or(true) {
         tracing::info!("no training metrics yet: no plots");
         return Ok(Vec::new());
@@ -351,9 +352,9 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     for p in plots {
         println!("plot: {}", p.display());
     }
-    let board = s.run_dir.join("tensorboard");
-    if board.is_dir() {
-        println!("curves: tensorboard --logdir {}", board.display());
+    let tensorboard = RunLayout::new(&s.run_dir).tensorboard_dir();
+    if tensorboard.is_dir() {
+        println!("curves: tensorboard --logdir {}", tensorboard.display());
     }
 }
 
@@ -411,8 +412,8 @@ pub fn run(args: Args) -> Result<()> {
     tracing::info!(
         "koma pipeline {} {} with {}",
         if prepared.resumed { "resumes" } else { "starts" },
-        prepared.run.root.display(),
-        prepared.config_origin
+        prepared.run.dir.root.display(),
+        prepared.run.config_origin
     );
     if let Some(kept) = &prepared.replaced_config {
         tracing::warn!("--config replaces the run's config.toml; the previous one is kept as {}", kept.display());
@@ -420,16 +421,16 @@ pub fn run(args: Args) -> Result<()> {
     if args.prepare {
         let model_zero = prepared.model_zero.path.display().to_string();
         if args.json {
-            println!("{}", serde_json::json!({ "run_dir": prepared.run.root, "model_zero": model_zero }));
+            println!("{}", serde_json::json!({ "run_dir": prepared.run.dir.root, "model_zero": model_zero }));
         } else {
-            println!("run {} ready: config.toml and model 0 ({model_zero})", prepared.run.root.display());
+            println!("run {} ready: config.toml and model 0 ({model_zero})", prepared.run.dir.root.display());
         }
         return Ok(());
     }
-    let limit = options.minutes.unwrap_or(prepared.config.run.minutes);
-    let cpu_limit = options.cpu_minutes.unwrap_or(prepared.config.run.cpu_minutes);
+    let limit = options.minutes.unwrap_or(prepared.run.config.run.minutes);
+    let cpu_limit = options.cpu_minutes.unwrap_or(prepared.run.config.run.cpu_minutes);
     let mut status =
-        Status::new(&prepared.run.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
+        Status::new(&prepared.run.dir.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
     logging::quiet_stderr(!status.plain);
     let (sender, events) = unbounded();
     let result = std::thread::scope(|scope| {
@@ -442,14 +443,14 @@ pub fn run(args: Args) -> Result<()> {
     status.finish();
     logging::quiet_stderr(false);
     let summary = result?;
-    let plots = match draw_plots(&prepared.run.root) {
+    let plots = match draw_plots(&prepared.run.dir.root) {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!("no plots: {e:#}");
             Vec::new()
         }
     };
-    let summary_file = prepared.run.logs_dir().join(format!("summary-{stamp}.json"));
+    let summary_file = prepared.run.dir.logs_dir().join(format!("summary-{stamp}.json"));
     koma_base::durable::write(&summary_file, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     tracing::info!("summary written to {}", summary_file.display());
     if args.json {

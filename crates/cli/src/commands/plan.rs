@@ -101,7 +101,7 @@ fn measure_inference(config: &PipelineConfig, seconds: f64) -> Result<(f64, Stri
     let n = config.selfplay.max_batch.clamp(1, 1024);
     let positions = sample_positions(n);
     let mut batch = InputBatch::with_capacity(n);
-    let mut out = koma_nn::inference::RawOutput::new();
+    let mut out = koma_nn::network::RawOutput::new();
     net.evaluate_with(&positions, &mut batch, &mut out)?; // warm-up
     let start = Instant::now();
     let mut evaluated = 0usize;

@@ -1,10 +1,12 @@
 //! `koma ratings`: a Bradley–Terry fit over every game in arena results files (or a run's
 //! arena/results.jsonl), printed as a table and, with --plot, drawn as Elo against training step.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use koma_arena::ratings::{fit, step_of_player, GameOutcome};
+use koma_base::run_layout::RunLayout;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -23,7 +25,7 @@ pub struct Args {
 }
 
 fn read_results(path: &Path, out: &mut Vec<GameOutcome>) -> Result<()> {
-    let file = if path.is_dir() { path.join("arena/results.jsonl") } else { path.to_path_buf() };
+    let file = if path.is_dir() { RunLayout::new(path).arena_results() } else { path.to_path_buf() };
     out.extend(koma_arena::ratings::read_results(&file).map_err(anyhow::Error::msg)?);
     Ok(())
 }
@@ -59,17 +61,9 @@ pub fn run(args: Args) -> Result<()> {
             .iter()
             .map(|r| serde_json::json!({ "player": r.player, "elo": r.elo, "margin": r.margin, "step": step_of_player(&r.player) }))
             .collect();
-        let tmp = png.with_extension("ratings.json");
-        std::fs::write(&tmp, serde_json::to_string(&points)?)?;
-        let python = std::env::var("KOMA_PYTHON").unwrap_or_else(|_| "python3".into());
-        let status = std::process::Command::new(&python)
-            .args(["-c", super::plot::RATINGS_PLOT])
-            .arg(&tmp)
-            .arg(png)
-            .status()
-            .with_context(|| format!("running {python} for the plot"))?;
-        let _ = std::fs::remove_file(&tmp);
-        anyhow::ensure!(status.success(), "the plot script failed");
+        let points_file = tempfile::Builder::new().prefix("koma-ratings-").suffix(".json").tempfile()?;
+        std::fs::write(points_file.path(), serde_json::to_string(&points)?)?;
+        super::plot::run_plot_script(&[points_file.path().as_os_str(), OsStr::new("--ratings"), png.as_os_str()])?;
         println!("plot written to {}", png.display());
     }
     Ok(())

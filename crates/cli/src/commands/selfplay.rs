@@ -2,15 +2,15 @@
 //! progress and a summary.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_data::ShardWriter;
-use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, SharedNetwork};
+use koma_pipeline::{Run, RunOverrides};
 use koma_selfplay::{SelfPlayConfig, StartPositions};
+use koma_shogi::OpeningSuite;
 
 use super::nn_args::RunArgs;
 
@@ -37,9 +37,10 @@ pub struct Args {
     /// TOML file with a [selfplay] table (see configs/); defaults otherwise.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Opening suite (USI position lines) used for `openings_fraction` of the games.
+    /// Opening suite used for `openings_fraction` of the games: a file of USI position lines or
+    /// `builtin:balanced-8`.
     #[arg(long)]
-    openings: Option<PathBuf>,
+    openings: Option<String>,
     /// Games per shard.
     #[arg(long, default_value_t = 32)]
     games_per_shard: usize,
@@ -72,32 +73,20 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
     Ok(config)
 }
 
-/// `--run DIR --follow`: koma_pipeline's self-play stage with a status line, until Ctrl-C.
+/// `--run DIR --follow`: the pipeline's self-play stage with a status line, until Ctrl-C.
 /// `device` replaces the run's `[run] device` (a cluster task names the devices it was given).
 fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, json: bool) -> Result<()> {
-    let run = koma_pipeline::RunDir::new(dir);
-    let mut config =
-        koma_pipeline::PipelineConfig::parse(&run.read_config()?, &run.config_file().display().to_string())?;
-    if seed.is_some() {
-        config.selfplay.seed = seed;
-    }
-    let config = match device {
-        Some(device) => config.with_device(device)?,
-        None => config,
-    };
-    if config.run.threads > 0 {
-        tch::set_num_threads(config.run.threads as i32);
-    }
+    let overrides = RunOverrides { device: device.map(str::to_string), selfplay_seed: seed, steps: None };
+    let run = Run::open(dir, &overrides)?;
+    run.set_threads();
     let stop = crate::interrupt::stop_flag();
-    let prefix = koma_pipeline::pipeline::shard_prefix();
     let (sender, events) = crossbeam::channel::unbounded();
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {msg}").expect("valid template"));
-    bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.root.display()));
+    bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.dir.root.display()));
     let started = Instant::now();
     let summary = std::thread::scope(|scope| {
-        let worker =
-            scope.spawn(|| koma_pipeline::selfplay_stage::run_selfplay(&run, &config, &prefix, stop.clone(), &sender));
+        let worker = scope.spawn(|| koma_pipeline::stages::selfplay::run(&run, stop.clone(), &sender));
         while !worker.is_finished() || !events.is_empty() {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(s.line()),
@@ -123,7 +112,7 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, js
             summary.stats.games,
             summary.samples_written,
             summary.shards,
-            run.selfplay_dir().display(),
+            run.dir.selfplay_dir().display(),
             summary.models.join(" → ")
         );
     }
@@ -154,15 +143,16 @@ pub fn run(args: Args) -> Result<()> {
         .map(|options| {
             let network = Network::load(&model, options)
                 .with_context(|| format!("loading {} on {}", model.display(), options.device))?;
-            Ok(EvaluatorSlot::new(Arc::new(SharedNetwork::new(network)), &model_name))
+            Ok(SharedNetwork::slot(network, &model_name))
         })
         .collect::<Result<Vec<_>>>()?;
     let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
-    if let Some(path) = &args.openings {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        starts = starts.with_suite(&text).map_err(anyhow::Error::msg).with_context(|| path.display().to_string())?;
+    if let Some(name) = &args.openings {
+        if let Some(suite) = OpeningSuite::load(name).with_context(|| format!("--openings {name}"))? {
+            starts = starts.with_suite(&suite);
+        }
     }
-    let prefix = koma_pipeline::pipeline::shard_prefix();
+    let prefix = koma_pipeline::stages::selfplay::shard_prefix();
     let writer = ShardWriter::spawn_with_attributes(
         &out,
         &prefix,

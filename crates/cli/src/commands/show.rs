@@ -3,7 +3,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::builder::PossibleValuesParser;
-use koma_shogi::record::kif::board_diagram;
+use koma_shogi::record::bod::board_diagram;
 use koma_shogi::usi::parse_position;
 use koma_shogi::{Handicap, Position};
 

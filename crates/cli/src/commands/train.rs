@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use koma_nn::Precision;
+use koma_pipeline::{Run, RunOverrides};
 use koma_train::{train, ModelInit, Progress, ResumeMode, RunPaths, TrainConfig, TrainOptions, WaitReason};
 
 use super::choices::precision;
@@ -87,6 +88,19 @@ fn config(args: &Args) -> Result<TrainConfig> {
 
 /// The command-line overrides of trainer settings.
 fn apply_overrides(args: &Args, c: &mut TrainConfig) -> Result<()> {
+    apply_training_overrides(args, c);
+    if let Some(v) = &args.device {
+        c.device = v.parse().with_context(|| format!("--device {v}"))?;
+    }
+    if args.threads.is_some() {
+        c.threads = args.threads;
+    }
+    c.validate()?;
+    Ok(())
+}
+
+/// The overrides of how the trainer trains (not where: device and threads are the run's).
+fn apply_training_overrides(args: &Args, c: &mut TrainConfig) {
     if let Some(v) = args.batch_size {
         c.batch_size = v;
     }
@@ -99,65 +113,36 @@ fn apply_overrides(args: &Args, c: &mut TrainConfig) -> Result<()> {
     if let Some(v) = args.seed {
         c.seed = v;
     }
-    if let Some(v) = &args.device {
-        c.device = v.clone();
-    }
     if let Some(v) = args.precision {
         c.precision = v;
     }
-    if args.threads.is_some() {
-        c.threads = args.threads;
-    }
-    c.validate()?;
-    Ok(())
 }
 
-/// Options for `--run DIR`: the run's config, model 0, resume when there is a state.
-fn run_options(args: &Args, run: &koma_pipeline::RunDir) -> Result<(TrainOptions, koma_pipeline::PipelineConfig)> {
-    let text = run.read_config()?;
-    let pipeline = koma_pipeline::PipelineConfig::parse(&text, &run.config_file().display().to_string())?;
+/// `--run DIR`: the run with this process's device, step count and trainer overrides.
+fn open_run(args: &Args, dir: &std::path::Path) -> Result<Run> {
     // --device is the run's device for this process: the gatekeeper's games run on it too.
-    let pipeline = match &args.device {
-        Some(device) => pipeline.with_device(device)?,
-        None => pipeline,
-    };
-    let mut train = pipeline.train_config();
-    apply_overrides(args, &mut train)?;
-    let model_zero = koma_pipeline::pipeline::ensure_model_zero(run, &pipeline)?;
-    let mut options =
-        TrainOptions::new(run.train_paths(), Some(ModelInit::Checkpoint(model_zero.path)), args.steps, train);
-    options.resume = ResumeMode::IfPresent;
-    options.tensorboard = pipeline.run.tensorboard;
-    Ok((options, pipeline))
+    let overrides =
+        RunOverrides { device: args.device.clone(), steps: Some(args.steps.unwrap_or(0)), selfplay_seed: None };
+    let mut run = Run::open(dir, &overrides)?;
+    if let Some(threads) = args.threads {
+        run.config.run.threads = threads;
+    }
+    apply_training_overrides(args, &mut run.config.train);
+    run.config.train_config().validate()?;
+    // Model 0 before the gatekeeper starts: it makes model 0 the self-play model.
+    run.model_zero()?;
+    Ok(run)
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let (mut options, pipeline) = match &args.run {
-        Some(dir) => {
-            let run = koma_pipeline::RunDir::new(dir);
-            let (options, pipeline) = run_options(&args, &run)?;
-            (options, Some((run, pipeline)))
-        }
-        None => {
-            let config = config(&args)?;
-            let model = args.model.as_deref().map(ModelInit::parse).transpose()?;
-            let data = args.data.as_ref().expect("clap requires --data without --run");
-            let paths = RunPaths::resolve(data, args.out.as_deref());
-            let mut options = TrainOptions::new(paths, model, args.steps, config);
-            options.resume = if args.resume { ResumeMode::Required } else { ResumeMode::Never };
-            options.tensorboard = !args.no_tensorboard;
-            (options, None)
-        }
-    };
-    options.follow = args.follow;
     let stop = interrupt::stop_flag();
-    options.stop = Some(stop.clone());
+    let run = args.run.as_deref().map(|dir| open_run(&args, dir)).transpose()?;
     // The gatekeeper runs beside a trainer of a gated run (self-play processes follow its choice).
-    let gatekeeper = pipeline.as_ref().filter(|(_, p)| p.gating.enabled).map(|(run, p)| {
-        let (run, p, stop) = (run.clone(), p.clone(), stop.clone());
+    let gatekeeper = run.as_ref().filter(|run| run.config.gating.enabled).map(|run| {
+        let (run, stop) = (run.clone(), stop.clone());
         std::thread::spawn(move || {
             let (events, _ignored) = crossbeam::channel::unbounded();
-            if let Err(e) = koma_pipeline::evaluation::run_gatekeeper(&run, &p, stop, &events) {
+            if let Err(e) = koma_pipeline::stages::gatekeeper::run(&run, stop, &events) {
                 tracing::error!("gatekeeper: {e}");
             }
         })
@@ -165,7 +150,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let bar = ProgressBar::hidden();
     let mut last_msg = String::new();
-    let summary = train(&options, &mut |p| match p {
+    let mut progress = |p: Progress<'_>| match p {
         Progress::Started { step, target, resumed, window, device, precision } => {
             eprintln!(
                 "koma train: {} step {step}{} on {device} ({precision}); window {} of {} samples in {} shards",
@@ -223,7 +208,28 @@ pub fn run(args: Args) -> Result<()> {
                 w.total_samples, w.needed_total_samples
             ),
         }),
-    });
+    };
+    let summary = match &run {
+        // The trainer's own errors as `koma train --data` reports them, without the stage's name.
+        Some(run) => {
+            koma_pipeline::stages::trainer::run(run, args.follow, stop.clone(), &mut progress).map_err(|e| match e {
+                koma_pipeline::PipelineError::Train(e) => anyhow::Error::from(e),
+                other => anyhow::Error::from(other),
+            })
+        }
+        None => {
+            let config = config(&args)?;
+            let model = args.model.as_deref().map(ModelInit::parse).transpose()?;
+            let data = args.data.as_ref().expect("clap requires --data without --run");
+            let paths = RunPaths::resolve(data, args.out.as_deref());
+            let mut options = TrainOptions::new(paths, model, args.steps, config);
+            options.resume = if args.resume { ResumeMode::Required } else { ResumeMode::Never };
+            options.tensorboard = !args.no_tensorboard;
+            options.follow = args.follow;
+            options.stop = Some(stop.clone());
+            train(&options, &mut progress).map_err(anyhow::Error::from)
+        }
+    };
     bar.finish_and_clear();
     if let Some(g) = gatekeeper {
         stop.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -11,13 +11,17 @@
 //!
 //! [`Search::run`] does all of that with any [`Evaluator`] for callers that need no batching
 //! across trees. The walk is in `selection.rs`, value backup and terminal values in `backup.rs`,
-//! root statistics and the move choice in `results.rs`, training targets in `targets.rs`.
+//! root statistics and the move choice in `results.rs`, training targets in `targets.rs`, the Gumbel
+//! root in `gumbel.rs` and root noise in `noise.rs`.
 
 mod backup;
+mod gumbel;
+mod noise;
 mod results;
 mod selection;
 mod targets;
 
+use koma_base::Rng;
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, MoveList, Position};
 use rand::SeedableRng;
@@ -25,9 +29,9 @@ use rand::SeedableRng;
 use crate::cache::EvalCache;
 use crate::config::{RootSelection, SearchConfig};
 use crate::evaluator::{EvalError, Evaluation, Evaluator};
-use crate::gumbel::GumbelRoot;
-use crate::rng::{dirichlet_noise, Rng};
 use crate::tree::{NodeState, Tree, NONE};
+use gumbel::GumbelRoot;
+use noise::dirichlet_noise;
 
 pub use results::{RootChild, RootValue};
 

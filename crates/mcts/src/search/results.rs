@@ -9,8 +9,8 @@ use rand::RngExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::gumbel::mixed_value;
 use super::Search;
-use crate::gumbel::mixed_value;
 use crate::tree::{Tree, NONE};
 
 /// Ways to value the root after a search, for the side to move. Each is an estimate of what the

@@ -11,7 +11,7 @@ use koma_arena::player::Budget;
 use koma_arena::tournament::{pairings, Format};
 
 use crate::error::Result;
-use crate::evaluation::{Arena, Contestant};
+use crate::evaluation::{Contestant, MatchRunner};
 use crate::experiment::spec::{BudgetKind, Variant};
 use crate::experiment::state::{remaining_chunks, CheckpointTime, VariantState};
 use crate::experiment::{Context, ExperimentEvent, Flow};
@@ -159,7 +159,7 @@ pub fn plan(
 
 /// Plays what is left of `plan`, committing the state after each piece of at most
 /// `2 × concurrency` pairs.
-pub fn play(ctx: &mut Context, arena: &mut Arena<'_>, plan: &[PlannedMatch]) -> Result<Flow> {
+pub fn play(ctx: &mut Context, arena: &mut MatchRunner<'_>, plan: &[PlannedMatch]) -> Result<Flow> {
     for file in [ctx.dir.results(), ctx.dir.curve()] {
         ctx.state.truncate_uncommitted(&file)?;
     }

@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crossbeam::channel::Sender;
 
 use crate::error::{io, PipelineError, Result};
-use crate::evaluation::Arena;
+use crate::evaluation::MatchRunner;
 use crate::run_dir::RunDir;
 pub use report::ExperimentReport;
 pub use spec::{BudgetKind, ExperimentSpec, SpecOverrides, Variant};
@@ -321,7 +321,7 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent).map_err(io(parent))?;
             }
-            crate::pipeline::write_model_zero(path, &variants[members[0]].config.model, seed)?;
+            crate::run::write_model_zero(path, &variants[members[0]].config.model, seed)?;
         }
     }
     Ok(Prepared { dir, spec, variants, state, resumed: options.resume, model_zero })
@@ -367,7 +367,7 @@ pub fn run(prepared: &Prepared, options: &ExperimentOptions, events: &Sender<Exp
     arena_config.arena.max_plies = prepared.spec.max_plies;
     arena_config.arena.openings = prepared.spec.openings.clone();
     let games_dir = RunDir::new(&ctx.dir.root);
-    let mut arena = Arena::new(&games_dir, &arena_config, options.stop.clone())?;
+    let mut arena = MatchRunner::new(&games_dir, &arena_config, options.stop.clone())?;
     if matches::play(&mut ctx, &mut arena, &plan)? == Flow::Interrupted {
         return Ok(Outcome::Interrupted);
     }

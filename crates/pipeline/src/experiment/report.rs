@@ -302,7 +302,7 @@ pub fn build(
         anchor,
         simulations: sims,
         games_per_pairing: spec.games.div_ceil(2) * 2,
-        openings: spec.openings.clone(),
+        openings: spec.openings.name().to_string(),
         variants: rows,
         ratings: ratings.into_iter().map(PlayerRating::from).collect(),
         x_axis: format!("{} minutes", kind.label()),

@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{opening_suite_text, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{io, PipelineError, Result};
 use crate::players::reference_factory;
+use koma_shogi::OpeningSuite;
 
 /// The reference every experiment includes; the ratings' anchor (0 Elo).
 pub const ANCHOR: &str = "greedy";
@@ -54,7 +55,9 @@ pub struct ExperimentSpec {
     pub simulations: u32,
     /// Opening suite of every match (`builtin:balanced-8`, a file of USI lines, or "" for the
     /// start position only).
-    pub openings: String,
+    #[serde(with = "crate::config_fields::opening_suite")]
+    #[schemars(with = "String")]
+    pub openings: OpeningSuite,
     /// Reference players besides `greedy` (which is always in): `random`, `mcts-material[@N]`.
     pub references: Vec<String>,
     /// Intermediate checkpoints per variant on the Elo-over-time plot (evenly spaced in time).
@@ -83,7 +86,7 @@ impl Default for ExperimentSpec {
             cpu_minutes: 0.0,
             games: 32,
             simulations: 32,
-            openings: "builtin:balanced-8".into(),
+            openings: OpeningSuite::builtin("balanced-8"),
             references: Vec::new(),
             curve_points: 4,
             curve_games: 8,
@@ -214,7 +217,10 @@ impl ExperimentSpec {
         macro_rules! set {
             ($($field:ident),*) => { $(if let Some(v) = &o.$field { self.$field = v.clone(); })* };
         }
-        set!(games, simulations, openings, curve_points, curve_games, concurrency, max_plies, replicates);
+        set!(games, simulations, curve_points, curve_games, concurrency, max_plies, replicates);
+        if let Some(name) = &o.openings {
+            self.openings = OpeningSuite::named(name).map_err(|e| bad("--openings", e.to_string()))?;
+        }
         if !o.references.is_empty() {
             self.references = o.references.clone();
         }
@@ -281,7 +287,6 @@ impl ExperimentSpec {
         if self.replicates == 0 {
             return Err(bad(origin, "replicates must be ≥ 1 (the runs of each variant)"));
         }
-        opening_suite_text(&self.openings).map_err(|e| bad(origin, e))?;
         for r in &self.references {
             reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default())
                 .map_err(|e| bad("references", e))?;

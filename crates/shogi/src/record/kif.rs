@@ -2,7 +2,7 @@
 //! diagram (BOD), numbered move lines such as `   1 ７六歩(77)   ( 0:01/00:00:01)`, end words
 //! (`投了`, `詰み`, …) and the `まで…` summary, `*` comments. Only the main line is read: reading
 //! stops at the first `変化：` (variation) line. The same reader reads KI2 (moves in Japanese
-//! notation, `▲７六歩    △３四歩`), and [`write_ki2`] writes it.
+//! notation, `▲７六歩    △３四歩`; `ki2.rs`) and board diagrams (`bod.rs`).
 
 use std::fmt::Write;
 use std::time::Duration;
@@ -15,11 +15,9 @@ use crate::position::Position;
 use crate::rules::{EndReason, GameResult};
 use crate::square::Square;
 
+use super::bod::{board_diagram, diagram_sfen, parse_bod_row, parse_hand};
 use super::error::{ParseError, ParseErrorKind as K, WriteError};
-use super::notation::{
-    japanese_piece_char, japanese_piece_name, japanese_square, kanji_number, parse_kanji_number, strip_piece_name,
-    strip_square, RANK_KANJI,
-};
+use super::notation::{japanese_piece_name, japanese_square, strip_piece_name, strip_square, RANK_KANJI};
 use super::{end_marker_name, end_marker_reason, one_line, GameRecord, RecordMove, END_MARKER, HEADER_NAMES};
 
 /// The start position a 手合割 name stands for (`その他` has none: the file gives a diagram).
@@ -84,57 +82,6 @@ fn summary_result(line: &str, stm: Color) -> Option<GameResult> {
         }
     };
     Some(GameResult { winner, reason })
-}
-
-fn parse_hand(text: &str, line: usize) -> Result<[u32; 15], ParseError> {
-    let bad = |reason: &str| ParseError::new(line, K::Hand { text: text.to_string(), reason: reason.to_string() });
-    let mut hand = [0u32; 15];
-    let text = text.trim_matches(|c: char| c == '　' || c.is_whitespace());
-    if text.is_empty() || text == "なし" {
-        return Ok(hand);
-    }
-    for item in text.split(|c: char| c == '　' || c.is_whitespace()) {
-        if item.is_empty() {
-            continue;
-        }
-        let (pt, rest) = strip_piece_name(item).ok_or_else(|| bad("unknown piece"))?;
-        if !PieceType::HAND.contains(&pt) {
-            return Err(bad("only unpromoted pieces other than the king can be in hand"));
-        }
-        let n = if rest.is_empty() { 1 } else { parse_kanji_number(rest).ok_or_else(|| bad("bad count"))? };
-        hand[pt.index()] += n;
-        if hand[pt.index()] > 31 {
-            return Err(bad("count too large"));
-        }
-    }
-    Ok(hand)
-}
-
-/// One board-diagram row `|v香v桂 ・ …|一`: the pieces from file 9 to file 1.
-fn parse_bod_row(text: &str, line: usize) -> Result<(Option<usize>, [Option<Piece>; 9]), ParseError> {
-    let bad = |reason: &str| ParseError::new(line, K::BoardLine { text: text.to_string(), reason: reason.to_string() });
-    let inner = text.strip_prefix('|').ok_or_else(|| bad("expected '|'"))?;
-    let (cells, tail) = inner.split_once('|').ok_or_else(|| bad("expected a closing '|'"))?;
-    let chars: Vec<char> = cells.chars().collect();
-    if chars.len() != 18 {
-        return Err(bad("expected 9 cells of 2 characters"));
-    }
-    let mut row = [None; 9];
-    for (i, cell) in chars.chunks(2).enumerate() {
-        let (mark, name) = (cell[0], cell[1]);
-        if name == '・' {
-            continue;
-        }
-        let color = match mark {
-            'v' | 'V' => Color::White,
-            ' ' | '　' | '^' | '+' => Color::Black,
-            _ => return Err(bad(&format!("bad cell {:?}", cell.iter().collect::<String>()))),
-        };
-        let (pt, _) = strip_piece_name(&name.to_string()).ok_or_else(|| bad(&format!("unknown piece {name:?}")))?;
-        row[i] = Some(Piece::new(color, pt));
-    }
-    let rank = tail.trim().chars().next().and_then(|c| RANK_KANJI.iter().position(|&k| k == c));
-    Ok((rank, row))
 }
 
 /// A parsed move line.
@@ -247,7 +194,7 @@ fn parse_clock(s: &str) -> Option<Duration> {
     Some(Duration::from_secs(total))
 }
 
-struct KifReader {
+pub(super) struct KifReader {
     start: Option<Position>,
     handicap_other: Option<usize>,
     bod_rows: Vec<(usize, [Option<Piece>; 9])>,
@@ -258,16 +205,16 @@ struct KifReader {
     headers: Vec<(String, String)>,
     comments: Vec<String>,
     pos: Option<Position>,
-    moves: Vec<RecordMove>,
+    pub(super) moves: Vec<RecordMove>,
     first_number: Option<u32>,
     result: Option<GameResult>,
-    end_word: Option<String>,
+    pub(super) end_word: Option<String>,
     summary: Option<GameResult>,
     marker: Option<EndReason>,
 }
 
 impl KifReader {
-    fn position(&mut self) -> Result<&mut Position, ParseError> {
+    pub(super) fn position(&mut self) -> Result<&mut Position, ParseError> {
         if self.pos.is_none() {
             let pos = if !self.bod_rows.is_empty() {
                 if self.bod_rows.len() != 9 {
@@ -279,52 +226,7 @@ impl KifReader {
                         },
                     ));
                 }
-                let mut sfen = String::new();
-                for (i, (_, row)) in self.bod_rows.iter().enumerate() {
-                    if i > 0 {
-                        sfen.push('/');
-                    }
-                    let mut empty = 0;
-                    for cell in row {
-                        match cell {
-                            None => empty += 1,
-                            Some(p) => {
-                                if empty > 0 {
-                                    let _ = write!(sfen, "{empty}");
-                                    empty = 0;
-                                }
-                                sfen.push_str(&p.sfen());
-                            }
-                        }
-                    }
-                    if empty > 0 {
-                        let _ = write!(sfen, "{empty}");
-                    }
-                }
-                let side = self.side.unwrap_or(Color::Black);
-                sfen.push(' ');
-                sfen.push(side.sfen_char());
-                sfen.push(' ');
-                let mut any = false;
-                for c in Color::ALL {
-                    let hand = self.hands[c.index()].unwrap_or([0; 15]);
-                    for pt in PieceType::HAND_WRITE_ORDER {
-                        let n = hand[pt.index()];
-                        if n == 0 {
-                            continue;
-                        }
-                        any = true;
-                        if n > 1 {
-                            let _ = write!(sfen, "{n}");
-                        }
-                        let l = pt.sfen_letter();
-                        sfen.push(if c == Color::Black { l } else { l.to_ascii_lowercase() });
-                    }
-                }
-                if !any {
-                    sfen.push('-');
-                }
-                sfen.push_str(" 1");
+                let sfen = diagram_sfen(self.bod_rows.iter().map(|(_, row)| row), &self.hands, self.side);
                 Position::from_sfen(&sfen).map_err(|e| ParseError::new(self.bod_line, K::Position(e)))?
             } else if let Some(p) = &self.start {
                 p.clone()
@@ -464,41 +366,6 @@ impl KifReader {
     }
 }
 
-/// The marks that start a move in KI2 (Black: ▲☗▼, White: △☖▽).
-const KI2_MARKS: [char; 6] = ['▲', '☗', '▼', '△', '☖', '▽'];
-
-impl KifReader {
-    /// A KI2 line: one or more moves in Japanese notation, each starting with its side's mark.
-    fn ki2_line(&mut self, t: &str, line: usize) -> Result<(), ParseError> {
-        let mut starts: Vec<usize> = t.char_indices().filter(|(_, c)| KI2_MARKS.contains(c)).map(|(i, _)| i).collect();
-        starts.push(t.len());
-        for w in starts.windows(2) {
-            let token = t[w[0]..w[1]].trim_matches(|c: char| c.is_whitespace() || c == '　');
-            let n = self.moves.len() as u32 + 1;
-            let err = |kind| ParseError::at_move(line, n, kind);
-            if let Some(end) = &self.end_word {
-                return Err(err(K::MoveAfterEnd(end.clone())));
-            }
-            let pos = self.position()?;
-            let color = if token.starts_with(['▲', '☗', '▼']) { Color::Black } else { Color::White };
-            if color != pos.side_to_move() {
-                let name = |c: Color| if c == Color::Black { "Black (▲)" } else { "White (△)" };
-                return Err(err(K::WrongSide {
-                    text: token.to_string(),
-                    expected: name(pos.side_to_move()),
-                    found: name(color),
-                }));
-            }
-            let previous_to = pos.last_move().map(|m| m.to());
-            let mv = super::notation::parse_japanese(pos, token, previous_to)
-                .map_err(|reason| err(K::BadMove { text: token.to_string(), reason }))?;
-            pos.do_move(mv);
-            self.moves.push(RecordMove::new(mv));
-        }
-        Ok(())
-    }
-}
-
 /// Reads a KIF or KI2 game (text already decoded; see [`super::decode`]). Reading stops at the first
 /// `変化：` line: variations are not read.
 pub fn parse_kif(text: &str) -> Result<GameRecord, ParseError> {
@@ -591,7 +458,7 @@ pub fn parse_kif(text: &str) -> Result<GameRecord, ParseError> {
             r.move_line(raw, line)?;
             continue;
         }
-        if t.starts_with(KI2_MARKS) {
+        if t.starts_with(super::ki2::KI2_MARKS) {
             r.ki2_line(t, line)?;
             continue;
         }
@@ -616,55 +483,7 @@ pub fn parse_kif(text: &str) -> Result<GameRecord, ParseError> {
     Ok(record)
 }
 
-/// The board diagram (BOD) of a position, with both hands and, for White to move, `後手番`.
-pub fn board_diagram(pos: &Position) -> String {
-    let mut out = String::new();
-    let hand_text = |c: Color| {
-        let hand = pos.hand(c);
-        let mut s = String::new();
-        for pt in PieceType::HAND_WRITE_ORDER {
-            let n = hand.count(pt);
-            if n == 0 {
-                continue;
-            }
-            s.push_str(japanese_piece_name(pt));
-            if n > 1 {
-                s.push_str(&kanji_number(n));
-            }
-            s.push('　');
-        }
-        if s.is_empty() {
-            "なし".to_string()
-        } else {
-            s
-        }
-    };
-    let _ = writeln!(out, "後手の持駒：{}", hand_text(Color::White));
-    out.push_str("  ９ ８ ７ ６ ５ ４ ３ ２ １\n+---------------------------+\n");
-    for rank in 0..9u8 {
-        out.push('|');
-        for file in (0..9u8).rev() {
-            match Square::new(file, rank).and_then(|sq| pos.piece_at(sq)) {
-                None => out.push_str(" ・"),
-                Some(p) => {
-                    out.push(if p.color() == Color::White { 'v' } else { ' ' });
-                    out.push(japanese_piece_char(p.piece_type()));
-                }
-            }
-        }
-        out.push('|');
-        out.push(RANK_KANJI[rank as usize]);
-        out.push('\n');
-    }
-    out.push_str("+---------------------------+\n");
-    let _ = writeln!(out, "先手の持駒：{}", hand_text(Color::Black));
-    if pos.side_to_move() == Color::White {
-        out.push_str("後手番\n");
-    }
-    out
-}
-
-fn display_width(s: &str) -> usize {
+pub(super) fn display_width(s: &str) -> usize {
     s.chars().map(|c| if c.is_ascii() { 1 } else { 2 }).sum()
 }
 
@@ -753,7 +572,7 @@ fn natural_ending(
 
 /// The end word, the `まで…` summary and the marker reason (`*koma-end:…`) that make a result read
 /// back exactly: KIF reads the end word, KI2 the summary.
-fn ending(
+pub(super) fn ending(
     result: GameResult,
     final_pos: &Position,
     plies: usize,
@@ -792,11 +611,12 @@ fn header_key_writable(key: &str) -> bool {
     !key.is_empty()
         && !SPECIAL.contains(&key)
         && !STARTS.iter().any(|p| key.starts_with(p))
-        && !first.is_some_and(|c| c.is_ascii_digit() || matches!(c, '*' | '|' | '９') || KI2_MARKS.contains(&c))
+        && !first
+            .is_some_and(|c| c.is_ascii_digit() || matches!(c, '*' | '|' | '９') || super::ki2::KI2_MARKS.contains(&c))
 }
 
 /// The header lines shared by KIF and KI2: title, fields, handicap or diagram, names, game comments.
-fn write_header(game: &GameRecord, out: &mut String, kif: bool) -> bool {
+pub(super) fn write_header(game: &GameRecord, out: &mut String, kif: bool) -> bool {
     out.push_str(if kif {
         "# ---- koma 棋譜ファイル ----\n"
     } else {
@@ -878,7 +698,7 @@ pub fn write_kif(game: &GameRecord) -> Result<String, WriteError> {
 }
 
 /// A move's comment lines (`*…`) and evaluation (`**評価値 N`), as KIF and KI2 both write them.
-fn write_move_notes(out: &mut String, m: &RecordMove) {
+pub(super) fn write_move_notes(out: &mut String, m: &RecordMove) {
     if let Some(c) = &m.comment {
         for l in c.split('\n') {
             let _ = writeln!(out, "*{}", one_line(l));
@@ -890,46 +710,10 @@ fn write_move_notes(out: &mut String, m: &RecordMove) {
 }
 
 /// The `koma-end:` comment that keeps an ending the end words cannot express.
-fn write_end_marker(out: &mut String, marker: Option<EndReason>) {
+pub(super) fn write_end_marker(out: &mut String, marker: Option<EndReason>) {
     if let Some(reason) = marker {
         let _ = writeln!(out, "*{END_MARKER}{}", end_marker_name(reason));
     }
-}
-
-/// Writes a game as KI2 text (UTF-8; encode it for `.ki2`): the KIF header, then the moves in
-/// Japanese notation (`▲７六歩    △３四歩`), six to a line, and the `まで…` summary. KI2 has no
-/// times; comments and evaluations follow their move on lines of their own.
-pub fn write_ki2(game: &GameRecord) -> Result<String, WriteError> {
-    let mut out = String::new();
-    let is_handicap = write_header(game, &mut out, false);
-    let mut pos = game.start.clone();
-    let mut previous_to = None;
-    let mut on_line = 0;
-    for (i, m) in game.moves.iter().enumerate() {
-        if !pos.is_legal(m.mv) {
-            return Err(WriteError::IllegalMove { move_number: i as u32 + 1, usi: m.mv.to_usi(), sfen: pos.to_sfen() });
-        }
-        let text = super::notation::japanese_with_mark(&pos, m.mv, previous_to);
-        if on_line > 0 {
-            out.push_str(&" ".repeat(12usize.saturating_sub(display_width(&text)).max(1)));
-        }
-        out.push_str(&text);
-        on_line += 1;
-        let notes = m.comment.is_some() || m.eval.is_some();
-        if on_line == 6 || notes || i + 1 == game.moves.len() {
-            out.push('\n');
-            on_line = 0;
-        }
-        write_move_notes(&mut out, m);
-        previous_to = Some(m.mv.to());
-        pos.do_move(m.mv);
-    }
-    if let Some(result) = game.result {
-        let (_, summary, marker) = ending(result, &pos, game.moves.len(), is_handicap, true);
-        let _ = writeln!(out, "{summary}");
-        write_end_marker(&mut out, marker);
-    }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -13,9 +13,11 @@
 //! Every reader validates the moves against the rules and reports the line (and move number) of
 //! the first problem; nothing panics on bad input. See `docs/records.md` for what each format keeps.
 
+pub mod bod;
 mod convert;
 pub mod csa;
 mod error;
+pub mod ki2;
 pub mod kif;
 pub mod notation;
 
@@ -309,7 +311,7 @@ pub fn write_games(games: &[GameRecord], format: Format) -> Result<Vec<u8>, Writ
             if games.len() != 1 {
                 return Err(WriteError::OneGamePerFile { format: format.name(), games: games.len() });
             }
-            Ok(encode_shift_jis(&kif::write_ki2(&games[0])?))
+            Ok(encode_shift_jis(&ki2::write_ki2(&games[0])?))
         }
         Format::Usi | Format::Sfen => {
             let mut out = String::new();

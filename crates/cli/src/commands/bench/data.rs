@@ -15,8 +15,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use koma_base::Rng;
 use koma_data::{write_shard, ReplayWindow, SampleWeights, WindowSize};
-use koma_mcts::Rng;
 use koma_nn::ModelConfig;
 use koma_train::loader::{Loader, LoaderMsg, LoaderSetup};
 use koma_train::synth::{random_games, SynthPolicy};
@@ -57,26 +57,6 @@ pub struct Args {
     tmp: Option<PathBuf>,
 }
 
-/// A scratch directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(base: Option<&PathBuf>) -> Result<Scratch> {
-        let base = base.cloned().unwrap_or_else(std::env::temp_dir);
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let p = base.join(format!("koma-bench-data-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&p).with_context(|| format!("creating {}", p.display()))?;
-        Ok(Scratch(p))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn log(json: bool, line: String) {
     if !json {
         eprintln!("{line}");
@@ -91,8 +71,13 @@ pub fn run(args: Args) -> Result<()> {
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
     tch::set_num_threads(args.threads as i32);
     let model = ModelConfig::from_preset_or_file(&args.net)?;
-    let scratch = Scratch::new(args.tmp.as_ref())?;
-    let dir = scratch.0.join("shards");
+    let base = args.tmp.clone().unwrap_or_else(std::env::temp_dir);
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    let scratch = tempfile::Builder::new()
+        .prefix("koma-bench-data-")
+        .tempdir_in(&base)
+        .context("creating the scratch directory")?;
+    let dir = scratch.path().join("shards");
     std::fs::create_dir_all(&dir)?;
 
     // 1. Writing shards.
@@ -171,7 +156,7 @@ pub fn run(args: Args) -> Result<()> {
 
     // 3. The training loader.
     let config = TrainConfig {
-        device: args.device.clone(),
+        device: args.device.parse().with_context(|| format!("--device {}", args.device))?,
         threads: Some(args.threads),
         batch_size: args.batch_size,
         ..TrainConfig::default()

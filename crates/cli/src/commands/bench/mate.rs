@@ -11,9 +11,6 @@ use koma_mate::{DfPn, Limits, Outcome};
 use serde::Deserialize;
 use serde_json::json;
 
-/// cshogi's df-pn, run by the venv's Python (embedded so the binary works from any directory).
-const CSHOGI_MATE: &str = include_str!("../../../../../python/koma/cshogi_mate.py");
-
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Print one JSON object instead of a table.
@@ -103,7 +100,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         let jobs: serde_json::Value =
             problems.iter().map(|p| json!({ "sfen": p.to_sfen(), "depth": args.depth, "nodes": args.nodes })).collect();
-        let references: Vec<Reference> = super::run_cshogi(&args.cshogi.python, CSHOGI_MATE, &jobs)?;
+        let references: Vec<Reference> = super::run_cshogi(args.cshogi.python.as_deref(), "cshogi_mate", &jobs)?;
         if references.len() != problems.len() {
             bail!("the cshogi reference answered {} of {} problems", references.len(), problems.len());
         }

@@ -5,7 +5,8 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use koma_mcts::{Evaluation, Rng, Search, SearchConfig, Selection, EDGE_BYTES, NODE_BYTES};
+use koma_base::Rng;
+use koma_mcts::{Evaluation, Search, SearchConfig, Selection, EDGE_BYTES, NODE_BYTES};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position};
 use rand::{RngExt, SeedableRng};

@@ -55,35 +55,37 @@ pub fn run(args: Args) -> Result<()> {
 /// The cshogi reference of the benches that compare with it (`bench rules`, `bench mate`).
 #[derive(Debug, clap::Args)]
 pub(crate) struct CshogiArgs {
-    /// Python with cshogi installed (scripts/koma puts the project venv first on PATH).
-    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
-    python: String,
+    /// Python with cshogi installed (default: $KOMA_VENV/bin/python, which scripts/koma sets, else python3).
+    #[arg(long, env = "KOMA_PYTHON")]
+    python: Option<String>,
     /// Skip the cshogi reference (no ratios).
     #[arg(long = "no-cshogi")]
     skip: bool,
 }
 
-/// Runs a cshogi reference script (embedded Python) with `jobs` as JSON on its stdin and parses
-/// one JSON object per line of its output.
+/// Runs a cshogi reference module of the embedded package (`python -m koma.MODULE`) with `jobs`
+/// as JSON on its stdin and parses one JSON object per line of its output.
 pub(crate) fn run_cshogi<T: serde::de::DeserializeOwned>(
-    python: &str,
-    script: &str,
+    python: Option<&str>,
+    module: &str,
     jobs: &serde_json::Value,
 ) -> Result<Vec<T>> {
     use anyhow::{bail, Context};
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(python)
-        .args(["-c", script])
+    use std::process::Stdio;
+    let python = koma_base::python::Python::new(python).context("writing out the embedded Python package")?;
+    let program = python.program();
+    let mut child = python
+        .module(module, std::iter::empty::<&str>())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .with_context(|| format!("starting {python} for the cshogi reference (use --no-cshogi to skip it)"))?;
+        .with_context(|| format!("starting {program} for the cshogi reference (use --no-cshogi to skip it)"))?;
     child.stdin.take().context("python stdin")?.write_all(jobs.to_string().as_bytes())?;
     let output = child.wait_with_output()?;
     if !output.status.success() {
-        bail!("the cshogi reference failed ({}); is cshogi installed for {python}?", output.status);
+        bail!("the cshogi reference failed ({}); is cshogi installed for {program}?", output.status);
     }
     String::from_utf8_lossy(&output.stdout)
         .lines()

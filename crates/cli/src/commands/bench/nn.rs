@@ -12,7 +12,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use koma_nn::inference::RawOutput;
+use koma_nn::network::RawOutput;
 use koma_nn::{InputBatch, ModelConfig, Network};
 use koma_shogi::Position;
 use serde_json::json;

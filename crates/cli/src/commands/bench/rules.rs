@@ -8,9 +8,6 @@ use koma_shogi::{perft, MoveList, Position};
 use serde::Deserialize;
 use serde_json::json;
 
-/// cshogi's perft, run by the venv's Python (embedded so the binary works from any directory).
-const CSHOGI_PERFT: &str = include_str!("../../../../../python/koma/cshogi_perft.py");
-
 struct Case {
     name: &'static str,
     sfen: &'static str,
@@ -83,7 +80,9 @@ pub fn run(args: Args) -> Result<()> {
                 eprintln!("round {}: cshogi perft (same positions and depths) …", round + 1);
             }
             for (i, reference) in
-                super::run_cshogi::<ReferenceResult>(&args.cshogi.python, CSHOGI_PERFT, &jobs)?.into_iter().enumerate()
+                super::run_cshogi::<ReferenceResult>(args.cshogi.python.as_deref(), "cshogi_perft", &jobs)?
+                    .into_iter()
+                    .enumerate()
             {
                 if reference.nodes != nodes[i] {
                     bail!(

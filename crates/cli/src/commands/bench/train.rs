@@ -3,7 +3,7 @@
 //! (python/koma/bench_train.py) in the same run, in PyTorch's default layout (the ratio, which
 //! must be at least 1) and with PyTorch's channels-last recipe. See koma_train::bench.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use koma_nn::{ModelConfig, Precision};
 use koma_train::bench::{run as bench, BenchOptions};
 use koma_train::config::MemoryFormat;
@@ -30,9 +30,9 @@ pub struct Args {
     /// median step of each over all rounds.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
-    /// Python with torch for the reference.
-    #[arg(long, env = "KOMA_PYTHON", default_value = "python3")]
-    python: String,
+    /// Python with torch for the reference (default: $KOMA_VENV/bin/python, else python3).
+    #[arg(long, env = "KOMA_PYTHON")]
+    python: Option<String>,
     /// Skip the PyTorch reference (no ratio).
     #[arg(long)]
     no_pytorch: bool,
@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<()> {
     let nets =
         args.nets.iter().map(|n| Ok((n.clone(), ModelConfig::from_preset_or_file(n)?))).collect::<Result<Vec<_>>>()?;
     let config = TrainConfig {
-        device: args.device.clone(),
+        device: args.device.parse().with_context(|| format!("--device {}", args.device))?,
         precision: args.precision,
         threads: args.threads,
         memory_format: args.memory_format,
@@ -78,7 +78,7 @@ pub fn run(args: Args) -> Result<()> {
         seconds: args.seconds,
         min_steps: args.min_steps,
         rounds: args.rounds,
-        python: (!args.no_pytorch).then(|| args.python.clone()),
+        python: (!args.no_pytorch).then(|| args.python.clone().unwrap_or_else(koma_base::python::interpreter)),
         pytorch_channels_last: !args.no_pytorch_channels_last,
         end_to_end: args.end_to_end,
         config,

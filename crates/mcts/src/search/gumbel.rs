@@ -6,8 +6,10 @@
 
 use std::collections::VecDeque;
 
-use crate::rng::{gumbel_noise, Rng};
-use crate::search::RootChild;
+use koma_base::Rng;
+
+use super::noise::gumbel_noise;
+use super::RootChild;
 
 pub(crate) struct GumbelRoot {
     logits: Vec<f32>,

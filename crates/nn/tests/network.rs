@@ -7,9 +7,9 @@ mod common;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use koma_mcts::{Evaluation, Evaluator, EvaluatorSlot, InferenceServer};
+use koma_mcts::{Evaluation, Evaluator, InferenceServer};
 use koma_nn::encoding;
-use koma_nn::inference::{Network, SharedNetwork};
+use koma_nn::network::{Network, SharedNetwork};
 use koma_nn::{Error, ModelConfig, RunOptions};
 use koma_shogi::Position;
 
@@ -112,7 +112,7 @@ fn the_inference_service_batches_a_network_across_clients() {
     let net = network();
     let ps = Arc::new(positions(96, 3));
     let expected = net.evaluate(&ps[..]).unwrap();
-    let slot = EvaluatorSlot::new(Arc::new(SharedNetwork::new(net)), "random");
+    let slot = SharedNetwork::slot(net, "random");
     let server = InferenceServer::spawn(slot.clone(), 64);
     let handles: Vec<_> = (0..6)
         .map(|t| {
@@ -167,9 +167,8 @@ fn cuda_precisions_agree_with_cpu() {
     let net = network();
     let ps = positions(64, 9);
     let expected = net.evaluate(&ps[..]).unwrap();
-    let dir = std::env::temp_dir().join(format!("koma-nn-cuda-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("model.safetensors");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("model.safetensors");
     let mut net = net;
     net.save(&path, &TrainingInfo::default()).unwrap();
     for (precision, tol) in [(Precision::F32, 1e-3), (Precision::F16, 2e-2), (Precision::Bf16, 6e-2)] {
@@ -186,7 +185,6 @@ fn cuda_precisions_agree_with_cpu() {
         eprintln!("{precision}: max prior/wdl difference to CPU f32 = {worst:e}");
         assert!(worst < tol, "{precision}: {worst}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -142,7 +142,10 @@ impl Network {
             vs.set_device(device);
             set_float_kind(&mut vs, kind);
         }))
-        .map_err(|panic| Error::Load { path: path.to_path_buf(), reason: koma_mcts::panic_message(panic.as_ref()) })?;
+        .map_err(|panic| Error::Load {
+            path: path.to_path_buf(),
+            reason: koma_base::stop::panic_message(panic.as_ref()),
+        })?;
         Ok(Network { vs, net, config, device, kind, meta: Some(loaded.meta) })
     }
 
@@ -247,7 +250,7 @@ impl Network {
             wdl.f_copy_data(&mut out.wdl[..n * VALUE_OUTPUTS], n * VALUE_OUTPUTS)?;
             Ok(())
         }))
-        .map_err(|panic| Error::Forward(koma_mcts::panic_message(panic.as_ref())))??;
+        .map_err(|panic| Error::Forward(koma_base::stop::panic_message(panic.as_ref())))??;
         if fault == Some(crate::faults::Fault::NaN) {
             out.wdl[0] = f32::NAN;
         }

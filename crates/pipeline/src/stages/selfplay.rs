@@ -1,6 +1,6 @@
-//! Self-play that follows a run: plays with the run's current model, switches to each new one
-//! between batches without stopping, and streams finished games into `RUN/selfplay/` shards
-//! (and optional records). Used by `koma pipeline` and `koma selfplay --run DIR --follow`.
+//! The self-play stage: plays with the run's current model, switches to each new one between
+//! batches without stopping, and streams finished games into `RUN/selfplay/` shards (and optional
+//! records). `koma pipeline` runs it beside the trainer, `koma selfplay --run DIR --follow` alone.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,17 +8,19 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
-use koma_data::host::host_name;
+use koma_base::host::host_name;
+use koma_base::stop::{RaiseOnDrop, RaiseOnPanic};
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::seed::SEED_ATTRIBUTE;
-use koma_selfplay::{RecordFormat, RecordWriter, SelfPlayStats, StartPositions};
+use koma_selfplay::{RecordWriter, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
-use crate::config::{opening_suite_text, PipelineConfig};
+use crate::config::PipelineConfig;
 use crate::error::{PipelineError, Result};
 use crate::events::{Event, SelfPlayStatus};
+use crate::run::Run;
 use crate::run_dir::{ModelRef, RunDir};
 
 /// How often self-play looks for a new model.
@@ -26,13 +28,13 @@ const MODEL_POLL: Duration = Duration::from_secs(2);
 /// Loads of one model tried before self-play gives up on it.
 const MODEL_LOAD_TRIES: u32 = 3;
 /// Self-play's TensorBoard record at most this often (and once at the end).
-const BOARD_EVERY: Duration = Duration::from_secs(10);
+const TENSORTENSORBOARD_EVERY: Duration = Duration::from_secs(10);
 
 /// Self-play's curves in `RUN/tensorboard/selfplay/`: rates and means over the games finished
 /// since the previous record. The step is the run's sample count (the samples in its shards
 /// when this process started, plus this process's), so that the curve goes on across restarts
 /// and lines up with the trainer's `train/total_samples`.
-struct SelfPlayBoard {
+struct SelfPlayTensorboard {
     log: ScalarLog,
     base: usize,
     /// The totals and time of the previous record.
@@ -41,17 +43,17 @@ struct SelfPlayBoard {
     newest: SelfPlayStatus,
 }
 
-impl SelfPlayBoard {
-    fn open(run: &RunDir, enabled: bool) -> SelfPlayBoard {
+impl SelfPlayTensorboard {
+    fn open(run: &RunDir, enabled: bool) -> SelfPlayTensorboard {
         let base = if enabled { samples_in(run) } else { 0 };
         let log = ScalarLog::open(&run.tensorboard_dir().join("selfplay"), &host_name(), enabled);
-        SelfPlayBoard { log, base, last: SelfPlayStatus::default(), newest: SelfPlayStatus::default() }
+        SelfPlayTensorboard { log, base, last: SelfPlayStatus::default(), newest: SelfPlayStatus::default() }
     }
 
     /// Notes the totals; writes a record when one is due.
     fn observe(&mut self, status: &SelfPlayStatus) {
         self.newest = status.clone();
-        if self.newest.seconds - self.last.seconds >= BOARD_EVERY.as_secs_f64() {
+        if self.newest.seconds - self.last.seconds >= TENSORTENSORBOARD_EVERY.as_secs_f64() {
             self.record();
         }
     }
@@ -89,26 +91,6 @@ fn samples_in(run: &RunDir) -> usize {
         Err(e) => {
             tracing::warn!("self-play: counting the samples in {}: {e}", dir.display());
             0
-        }
-    }
-}
-
-/// Sets the flag when dropped (also while unwinding).
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
-/// Sets the flag when dropped while its thread panics.
-struct SetOnPanic<'a>(&'a AtomicBool);
-
-impl Drop for SetOnPanic<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.0.store(true, Ordering::SeqCst);
         }
     }
 }
@@ -227,25 +209,27 @@ fn first_usable_model(run: &RunDir, current: ModelRef, options: &[RunOptions]) -
 }
 
 /// Where games start: the config's handicap share and opening suite.
-pub fn start_positions(config: &PipelineConfig) -> Result<StartPositions> {
+fn start_positions(config: &PipelineConfig) -> StartPositions {
     let sp = &config.selfplay;
-    let mut starts = StartPositions::new(sp.handicap_fraction, sp.openings_fraction);
-    if let Some(text) = opening_suite_text(&config.run.openings)
-        .map_err(|message| PipelineError::Config { origin: "[run] openings".into(), message })?
-    {
-        starts = starts.with_suite(&text).map_err(|message| PipelineError::Config {
-            origin: format!("[run] openings = {:?}", config.run.openings),
-            message,
-        })?;
-    }
-    Ok(starts)
+    StartPositions::new(sp.handicap_fraction, sp.openings_fraction).with_suite(&config.run.openings)
 }
 
 /// Plays until `stop` is set (games in progress are abandoned; finished ones are all written).
-/// Shards are named `PREFIX-NNNNNN.h5`; give each process its own prefix. With several devices
-/// (`[run] device`), each gets a copy of the model and an inference service; a new model is
-/// loaded on every device before any of them switches.
-pub fn run_selfplay(
+/// Shards are named `PREFIX-NNNNNN.h5` with this process's own prefix ([`shard_prefix`]). With
+/// several devices (`[run] device`), each gets a copy of the model and an inference service; a
+/// new model is loaded on every device before any of them switches.
+pub fn run(run: &Run, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<SelfPlaySummary> {
+    play(&run.dir, &run.config, &shard_prefix(), stop, events)
+}
+
+/// `selfplay-HOST-UNIXSECONDS-PID`: unique per process and host, so several self-play processes
+/// (on one machine or many sharing the run directory, and after restarts) never write the same
+/// shard name.
+pub fn shard_prefix() -> String {
+    koma_base::host::unique_prefix("selfplay")
+}
+
+fn play(
     run: &RunDir,
     config: &PipelineConfig,
     prefix: &str,
@@ -255,8 +239,7 @@ pub fn run_selfplay(
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let options = config.inference_options()?;
     let (first, networks) = first_usable_model(run, current, &options)?;
-    let slots: Vec<Arc<EvaluatorSlot>> =
-        networks.into_iter().map(|n| EvaluatorSlot::new(Arc::new(SharedNetwork::new(n)), &first.name())).collect();
+    let slots: Vec<Arc<EvaluatorSlot>> = networks.into_iter().map(|n| SharedNetwork::slot(n, &first.name())).collect();
     let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
     let _ = events.send(Event::ModelSwitched { model: first.name() });
     tracing::info!(model = %first.name(), "self-play starts");
@@ -272,29 +255,25 @@ pub fn run_selfplay(
         config.run.games_per_shard,
         vec![(SEED_ATTRIBUTE.to_string(), seed.to_string())],
     )?;
-    let records = match config.run.records.as_str() {
-        "" => None,
-        name => {
-            let format = RecordFormat::from_name(name).ok_or_else(|| PipelineError::Config {
-                origin: "[run] records".into(),
-                message: format!("{name:?} is not a record format"),
-            })?;
+    let records = match config.run.records {
+        None => None,
+        Some(format) => {
             let records = RecordWriter::new(run.records_dir(), format, prefix)
                 .map_err(|message| PipelineError::Stage { stage: "self-play records", message })?;
             Some(records.spawn_tee(writer.sender()))
         }
     };
     let sink: Sender<GameSamples> = records.as_ref().map_or_else(|| writer.sender(), |r| r.sender());
-    let starts = start_positions(config)?;
+    let starts = start_positions(config);
     let finished = AtomicBool::new(false);
-    let mut board = SelfPlayBoard::open(run, config.run.tensorboard);
+    let mut tensorboard = SelfPlayTensorboard::open(run, config.run.tensorboard);
     let started = Instant::now();
     let models = std::sync::Mutex::new(Vec::<String>::new());
     let result = std::thread::scope(|scope| {
         // The follower: swaps in the run's current model whenever it changes.
         let follower = scope.spawn(|| {
             // If the follower dies, self-play must not play on with a model nobody updates.
-            let _stop_selfplay_on_panic = SetOnPanic(&stop);
+            let _stop_selfplay_on_panic = RaiseOnPanic(&stop);
             let mut loaded = first.clone();
             // A model that failed to load, and how often: tried again a few times (a file system
             // that shows a rename late), then left alone while self-play keeps its last good one.
@@ -320,7 +299,7 @@ pub fn run_selfplay(
                 match load_on_devices(&current, &options) {
                     Ok(networks) => {
                         for (slot, network) in slots.iter().zip(networks) {
-                            slot.replace(Arc::new(SharedNetwork::new(network)), &current.name());
+                            SharedNetwork::replace_in(slot, network, &current.name());
                         }
                         tracing::info!(model = %current.name(), "self-play switched model");
                         let _ = events.send(Event::ModelSwitched { model: current.name() });
@@ -348,7 +327,7 @@ pub fn run_selfplay(
             }
         });
         // However self-play ends (a panic included), the follower must see it end.
-        let stop_follower = SetOnDrop(&finished);
+        let stop_follower = RaiseOnDrop(&finished);
         let result = koma_selfplay::run(
             &selfplay,
             starts,
@@ -365,16 +344,15 @@ pub fn run_selfplay(
                     seconds: started.elapsed().as_secs_f64(),
                     model: slots[0].get().1,
                 };
-                board.observe(&status);
+                tensorboard.observe(&status);
                 let _ = events.send(Event::SelfPlay(status));
             },
         );
         drop(stop_follower);
         match follower.join() {
             Ok(()) => result,
-            Err(panic) => {
-                result.and(Err(format!("the model follower panicked: {}", koma_mcts::panic_message(panic.as_ref()))))
-            }
+            Err(panic) => result
+                .and(Err(format!("the model follower panicked: {}", koma_base::stop::panic_message(panic.as_ref())))),
         }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
@@ -398,9 +376,9 @@ pub fn run_selfplay(
         message: format!("{message} ({} finished games were written)", written.games),
     })?;
     // The last record counts every game written (progress reports may have missed the last few).
-    board.newest.stats = summary.stats.clone();
-    board.newest.seconds = started.elapsed().as_secs_f64();
-    board.record();
+    tensorboard.newest.stats = summary.stats.clone();
+    tensorboard.newest.seconds = started.elapsed().as_secs_f64();
+    tensorboard.record();
     summary.shards = written.shards.len();
     summary.samples_written = written.samples;
     summary.games_written = written.games;

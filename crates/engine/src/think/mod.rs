@@ -1,0 +1,270 @@
+//! One `go`: runs on its own thread, reports `info` lines and ends with exactly one `bestmove`
+//! (or `checkmate` for `go mate`), unless the command loop abandons it.
+//!
+//! Order of business for a normal `go` ([`Job::think`] here): no legal move → `bestmove resign`; a
+//! winning impasse declaration → `bestmove win` (under the Try rule, the Try move); a mate in one
+//! → play it; a short mate search (`MateSearchPlies`) → play the mate; otherwise MCTS until the
+//! time, playout or memory limit (or `stop`), then the most visited move, or `resign` below
+//! `ResignThreshold`. The parts live beside this file: `walk.rs` (the MCTS driver and its search
+//! threads), `stop.rs` (when a timed search stops), `info.rs` (typed `info` lines and the PVs they
+//! show), `mate.rs` (df-pn: `go mate`, the quick mate search, the root solver beside the MCTS).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use koma_mcts::Search;
+use koma_shogi::rules::GameRules;
+use koma_shogi::{Move, Position, Status};
+
+use crate::io::Output;
+use crate::net_loader::{LoadKey, Loader};
+use crate::options::Options;
+use crate::time::{self, GoParams};
+
+mod info;
+mod mate;
+mod stop;
+mod walk;
+
+use info::{Score, ThinkingInfo};
+pub(crate) use mate::MateSolver;
+
+/// Shared between the command loop and a running search.
+#[derive(Default)]
+pub(crate) struct Control {
+    pub stop: AtomicBool,
+    /// When `ponderhit` arrived.
+    pub ponderhit: Mutex<Option<Instant>>,
+    /// Abandoned by a second `go`: print no `bestmove`.
+    pub quiet: AtomicBool,
+    /// The answer (`bestmove` or `checkmate`) is out.
+    pub answered: AtomicBool,
+}
+
+impl Control {
+    fn ponderhit_time(&self) -> Option<Instant> {
+        *self.ponderhit.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The search tree kept between moves (tree reuse) and what it was built for.
+#[derive(Default)]
+pub(crate) struct TreeState {
+    pub search: Option<Search>,
+    /// Cache size (MiB), rules and evaluator identity the tree was built with.
+    key: Option<(u64, GameRules, usize)>,
+    /// Set by `usinewgame`.
+    pub reset: bool,
+}
+
+pub(crate) struct Job {
+    pub pos: Position,
+    pub go: GoParams,
+    pub options: Options,
+    /// When the `go` line was read.
+    pub started: Instant,
+    pub control: Arc<Control>,
+    pub out: Output,
+    pub loader: Arc<Loader>,
+    pub key: LoadKey,
+    pub tree: Arc<Mutex<TreeState>>,
+    pub mate: Arc<Mutex<MateSolver>>,
+}
+
+enum Answer {
+    Move { mv: Move, ponder: Option<Move> },
+    Resign,
+    Win,
+}
+
+/// Runs the job to its end; never panics out.
+pub(crate) fn run(job: Job) {
+    run_job(&job);
+    job.control.answered.store(true, Ordering::Release);
+}
+
+fn run_job(job: &Job) {
+    let result = catch_unwind(AssertUnwindSafe(|| match job.go.mate {
+        Some(limit) => {
+            job.mate(limit);
+            None
+        }
+        None => Some(job.think()),
+    }));
+    let answer = match result {
+        Ok(None) => return,
+        Ok(Some(answer)) => answer,
+        Err(_) => {
+            job.out.warn("internal error during search; answering with a fallback move");
+            if job.go.mate.is_some() {
+                // Nothing was proved: `nomate` would claim a proof.
+                job.say("checkmate timeout");
+                return;
+            }
+            let mut pos = job.pos.clone();
+            match pos.mate_in_one().or_else(|| pos.legal_moves().first().copied()) {
+                Some(mv) => Answer::Move { mv, ponder: None },
+                None => Answer::Resign,
+            }
+        }
+    };
+    job.wait_for_release();
+    job.answer(answer);
+}
+
+impl Job {
+    /// Searching without a deadline: `go infinite`, or pondering before `ponderhit`.
+    fn waiting(&self) -> bool {
+        self.go.infinite || (self.go.ponder && self.control.ponderhit_time().is_none())
+    }
+
+    fn stopped(&self) -> bool {
+        self.control.stop.load(Ordering::Relaxed)
+    }
+
+    /// Where the clock started for us: the `ponderhit`, or the `go`.
+    fn clock_start(&self) -> Instant {
+        if self.go.ponder {
+            self.control.ponderhit_time().unwrap_or(self.started)
+        } else {
+            self.started
+        }
+    }
+
+    /// `bestmove` may only come after `stop` (or `ponderhit`) in infinite and ponder searches.
+    fn wait_for_release(&self) {
+        while self.waiting() && !self.stopped() {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Prints the answer. `answered` is set first: once the GUI has read the line it may send
+    /// the next `go` at once, and that must not find this search still running.
+    fn say(&self, line: &str) {
+        self.control.answered.store(true, Ordering::Release);
+        if !self.control.quiet.load(Ordering::Relaxed) {
+            self.out.line(line);
+        }
+    }
+
+    fn answer(&self, answer: Answer) {
+        if self.control.quiet.load(Ordering::Relaxed) {
+            return;
+        }
+        let text = match answer {
+            Answer::Resign => "bestmove resign".to_string(),
+            Answer::Win => "bestmove win".to_string(),
+            Answer::Move { mv, ponder } => {
+                let mut pos = self.pos.clone();
+                // Never an illegal move: this cannot fail, but a wrong answer would lose the game.
+                let mv = if pos.is_legal(mv) {
+                    mv
+                } else {
+                    self.out.warn(&format!("internal error: {} is illegal here; playing another move", mv.to_usi()));
+                    match pos.legal_moves().first() {
+                        Some(&m) => m,
+                        None => {
+                            self.say("bestmove resign");
+                            return;
+                        }
+                    }
+                };
+                pos.do_move(mv);
+                match ponder.filter(|&p| self.options.ponder && pos.is_legal(p)) {
+                    Some(p) => format!("bestmove {} ponder {}", mv.to_usi(), p.to_usi()),
+                    None => format!("bestmove {}", mv.to_usi()),
+                }
+            }
+        };
+        self.say(&text);
+    }
+
+    fn elapsed_ms(&self) -> u128 {
+        self.started.elapsed().as_millis()
+    }
+
+    fn think(&self) -> Answer {
+        let mut pos = self.pos.clone();
+        let legal = pos.legal_moves();
+        if legal.is_empty() {
+            self.info(&ThinkingInfo::new(0, Score::MatedNow, self.elapsed_ms()));
+            return Answer::Resign;
+        }
+        let rule = self.options.impasse_rule();
+        if pos.declaration(rule) == Some(Status::DeclarationWin) {
+            if rule.is_try() {
+                if let Some(mv) = pos.try_move() {
+                    self.info(&ThinkingInfo {
+                        pv: vec![mv],
+                        ..ThinkingInfo::new(1, Score::Mate(1), self.elapsed_ms())
+                    });
+                    return Answer::Move { mv, ponder: None };
+                }
+            } else {
+                self.out.info_string("the impasse declaration wins: declaring");
+                return Answer::Win;
+            }
+        }
+        let restrict: Vec<Move> =
+            self.go.searchmoves.iter().filter_map(|t| Move::from_usi(t)).filter(|&m| pos.is_legal(m)).collect();
+        if let Some(mv) = pos.mate_in_one().filter(|m| restrict.is_empty() || restrict.contains(m)) {
+            self.report_mate(&[mv]);
+            return Answer::Move { mv, ponder: None };
+        }
+
+        let node_limit = match (self.go.nodes, self.options.playouts) {
+            (Some(n), 0) => Some(n),
+            (None, 0) => None,
+            (Some(n), p) => Some(n.min(p)),
+            (None, p) => Some(p),
+        };
+        let budget = time::budget(
+            &self.go,
+            pos.side_to_move(),
+            pos.move_number(),
+            self.options.byoyomi_margin,
+            node_limit.is_some(),
+        );
+        let deadline = if self.waiting() { None } else { budget.map(|b| self.clock_start() + b.hard) };
+        let net = match self.loader.wait(&self.key, deadline, &self.control.stop) {
+            Some(Ok(net)) => net,
+            Some(Err(error)) => {
+                // No network, no guess: say why, every move, and resign.
+                self.out.warn(&format!("error: {error}"));
+                return Answer::Resign;
+            }
+            None => {
+                // A GUI that sent `go` without waiting for `readyok`: no move that no network chose.
+                self.out.warn(
+                    "error: the network is not ready in time (send isready and wait for readyok before go): resigning",
+                );
+                return Answer::Resign;
+            }
+        };
+
+        if restrict.is_empty() {
+            if let Some(line) = self.quick_mate(&mut pos, budget) {
+                self.report_mate(&line);
+                return Answer::Move { mv: line[0], ponder: line.get(1).copied() };
+            }
+        }
+
+        // df-pn knows neither the Try rule (an evasion onto the Try square wins for the defender)
+        // nor the move limit: no root mate search under the former, and none longer than the
+        // plies left under the latter.
+        let mut root_plies = self.options.mate_root_plies as u32;
+        let mut draw_first = false;
+        if self.options.max_moves_to_draw > 0 {
+            let played = u64::from(pos.move_number().saturating_sub(1));
+            let left = self.options.max_moves_to_draw.saturating_sub(played).min(u64::from(u32::MAX)) as u32;
+            draw_first = left < root_plies;
+            root_plies = root_plies.min(left);
+        }
+        if root_plies == 0 || !restrict.is_empty() || rule.is_try() {
+            return self.mcts(&mut pos, &net, budget, node_limit, &restrict, None);
+        }
+        self.mcts_beside_root_mate(&mut pos, &net, budget, node_limit, root_plies, draw_first)
+    }
+}
