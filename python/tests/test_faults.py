@@ -426,7 +426,7 @@ def test_a_full_disk_while_recording_training_importing_or_rating_loses_nothing(
     # next match cuts the torn line off and goes on.
     results = tmp_path / "arena" / "results.jsonl"
     arena = [koma_bin, "arena", "--player", "greedy", "--player", "random", "--games", "2", "--max-plies", "40",
-             "--results", str(results)]
+             "--results", str(results), "--records", str(tmp_path / "arena" / "games")]
     ok = subprocess.run(arena, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr[-3000:]
     before = results.read_bytes()
