@@ -60,6 +60,11 @@ def export_onnx(model_path: str, out_path: str, opset: int = 17, verify: bool = 
         summary = {"model": model_path, "out": out_path, "opset": opset, "step": meta.get("step")}
         if verify:
             summary["max_abs_diff"] = verify_onnx(wrapper, tmp)
+        # mkstemp made the file private (0600); the model is for other users' engines too, so it
+        # gets the mode any new file gets here (0666 less the umask), as `cp` would give it.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, out_path)
     finally:
         if os.path.exists(tmp):

@@ -94,6 +94,10 @@ def test_rust_torch_onnx_parity(koma, checkpoint, rust_outputs, tmp_path):
 
     onnx_path = tmp_path / "model.onnx"
     koma("export", "--model", str(checkpoint), "--format", "onnx", "--out", str(onnx_path))
+    # Readable by an engine run by another user (the default umask's 0644, not mkstemp's 0600).
+    umask = os.umask(0)
+    os.umask(umask)
+    assert onnx_path.stat().st_mode & 0o777 == 0o666 & ~umask
     m = onnx.load(str(onnx_path))
     assert [i.name for i in m.graph.input] == ["input1", "input2"]
     assert [o.name for o in m.graph.output] == ["output_policy", "output_value"]
