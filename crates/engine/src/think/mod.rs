@@ -74,8 +74,14 @@ pub(crate) struct Job {
 }
 
 enum Answer {
-    Move { mv: Move, ponder: Option<Move> },
+    Move {
+        mv: Move,
+        ponder: Option<Move>,
+    },
     Resign,
+    /// The search's win rate is under `ResignThreshold`: said (`info string resigning: …`) only
+    /// when it is the answer, not when the root's df-pn proves a mate after all.
+    ResignAtWinrate(f64),
     Win,
 }
 
@@ -155,6 +161,10 @@ impl Job {
         }
         let text = match answer {
             Answer::Resign => "bestmove resign".to_string(),
+            Answer::ResignAtWinrate(winrate) => {
+                self.out.info_string(&format!("resigning: win rate {:.2}%", winrate * 100.0));
+                "bestmove resign".to_string()
+            }
             Answer::Win => "bestmove win".to_string(),
             Answer::Move { mv, ponder } => {
                 let mut pos = self.pos.clone();

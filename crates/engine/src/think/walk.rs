@@ -191,8 +191,7 @@ impl Job {
         let threshold = self.options.resign_threshold as f64 / 100.0;
         let evaluated = search.root_visits() > 0;
         if threshold > 0.0 && evaluated && best.winrate < threshold && best.mate.is_none_or(|m| m < 0) {
-            self.out.info_string(&format!("resigning: win rate {:.2}%", best.winrate * 100.0));
-            return Answer::Resign;
+            return Answer::ResignAtWinrate(best.winrate);
         }
         Answer::Move { mv: best.pv[0], ponder: best.pv.get(1).copied() }
     }
