@@ -99,53 +99,70 @@ impl Position {
     /// The SFEN of the current position, with its move number. Hands are written in the usual
     /// order R B G S N L P, Black's first.
     pub fn to_sfen(&self) -> String {
-        let mut out = String::with_capacity(96);
-        for rank in 0..9u8 {
-            if rank > 0 {
-                out.push('/');
-            }
-            let mut empty = 0;
-            for file in (0..9u8).rev() {
-                let sq = Square::new(file, rank).expect("on board");
-                match self.piece_at(sq) {
-                    None => empty += 1,
-                    Some(p) => {
-                        if empty > 0 {
-                            write!(out, "{empty}").expect("writing to a String");
-                            empty = 0;
-                        }
-                        out.push_str(&p.sfen());
-                    }
-                }
-            }
-            if empty > 0 {
-                write!(out, "{empty}").expect("writing to a String");
-            }
-        }
-        out.push(' ');
-        out.push(self.side_to_move().sfen_char());
-        out.push(' ');
-        let start = out.len();
-        for color in Color::ALL {
-            let hand = self.hand(color);
-            for pt in PieceType::HAND_WRITE_ORDER {
-                let n = hand.count(pt);
-                if n == 0 {
-                    continue;
-                }
-                if n > 1 {
-                    write!(out, "{n}").expect("writing to a String");
-                }
-                let c = pt.sfen_letter();
-                out.push(if color == Color::Black { c } else { c.to_ascii_lowercase() });
-            }
-        }
-        if out.len() == start {
-            out.push('-');
-        }
-        write!(out, " {}", self.move_number()).expect("writing to a String");
-        out
+        write_sfen(
+            |sq| self.piece_at(sq),
+            |color, pt| self.hand(color).count(pt),
+            self.side_to_move(),
+            self.move_number(),
+        )
     }
+}
+
+/// An SFEN from its parts, unchecked: the piece on each square, the count of each piece type in
+/// each hand, the side to move and the move number. Hands in the usual order R B G S N L P,
+/// Black's first. [`Position::to_sfen`] and the record readers' set-ups (CSA `P` lines, KIF
+/// diagrams) all write through it, and the readers parse the result as any SFEN.
+pub(crate) fn write_sfen(
+    piece_at: impl Fn(Square) -> Option<Piece>,
+    in_hand: impl Fn(Color, PieceType) -> u32,
+    side: Color,
+    move_number: u32,
+) -> String {
+    let mut out = String::with_capacity(96);
+    for rank in 0..9u8 {
+        if rank > 0 {
+            out.push('/');
+        }
+        let mut empty = 0;
+        for file in (0..9u8).rev() {
+            let sq = Square::new(file, rank).expect("on board");
+            match piece_at(sq) {
+                None => empty += 1,
+                Some(p) => {
+                    if empty > 0 {
+                        write!(out, "{empty}").expect("writing to a String");
+                        empty = 0;
+                    }
+                    out.push_str(&p.sfen());
+                }
+            }
+        }
+        if empty > 0 {
+            write!(out, "{empty}").expect("writing to a String");
+        }
+    }
+    out.push(' ');
+    out.push(side.sfen_char());
+    out.push(' ');
+    let start = out.len();
+    for color in Color::ALL {
+        for pt in PieceType::HAND_WRITE_ORDER {
+            let n = in_hand(color, pt);
+            if n == 0 {
+                continue;
+            }
+            if n > 1 {
+                write!(out, "{n}").expect("writing to a String");
+            }
+            let c = pt.sfen_letter();
+            out.push(if color == Color::Black { c } else { c.to_ascii_lowercase() });
+        }
+    }
+    if out.len() == start {
+        out.push('-');
+    }
+    write!(out, " {move_number}").expect("writing to a String");
+    out
 }
 
 fn rank_char(rank: usize) -> char {

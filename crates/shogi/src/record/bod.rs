@@ -7,6 +7,7 @@ use std::fmt::Write;
 use crate::color::Color;
 use crate::piece::{Piece, PieceType};
 use crate::position::Position;
+use crate::sfen::write_sfen;
 use crate::square::Square;
 
 use super::error::{ParseError, ParseErrorKind as K};
@@ -68,58 +69,17 @@ pub(super) fn parse_bod_row(text: &str, line: usize) -> Result<(Option<usize>, [
 
 /// The SFEN of a diagram's nine rows (file 9 to file 1, top to bottom), hands and side to move
 /// (Black when the diagram does not say), at move 1.
-pub(super) fn diagram_sfen<'a>(
-    rows: impl Iterator<Item = &'a [Option<Piece>; 9]>,
+pub(super) fn diagram_sfen(
+    rows: &[[Option<Piece>; 9]; 9],
     hands: &[Option<[u32; 15]>; 2],
     side: Option<Color>,
 ) -> String {
-    let mut sfen = String::new();
-    for (i, row) in rows.enumerate() {
-        if i > 0 {
-            sfen.push('/');
-        }
-        let mut empty = 0;
-        for cell in row {
-            match cell {
-                None => empty += 1,
-                Some(p) => {
-                    if empty > 0 {
-                        let _ = write!(sfen, "{empty}");
-                        empty = 0;
-                    }
-                    sfen.push_str(&p.sfen());
-                }
-            }
-        }
-        if empty > 0 {
-            let _ = write!(sfen, "{empty}");
-        }
-    }
-    let side = side.unwrap_or(Color::Black);
-    sfen.push(' ');
-    sfen.push(side.sfen_char());
-    sfen.push(' ');
-    let mut any = false;
-    for c in Color::ALL {
-        let hand = hands[c.index()].unwrap_or([0; 15]);
-        for pt in PieceType::HAND_WRITE_ORDER {
-            let n = hand[pt.index()];
-            if n == 0 {
-                continue;
-            }
-            any = true;
-            if n > 1 {
-                let _ = write!(sfen, "{n}");
-            }
-            let l = pt.sfen_letter();
-            sfen.push(if c == Color::Black { l } else { l.to_ascii_lowercase() });
-        }
-    }
-    if !any {
-        sfen.push('-');
-    }
-    sfen.push_str(" 1");
-    sfen
+    write_sfen(
+        |sq| rows[sq.rank_index() as usize][8 - sq.file_index() as usize],
+        |color, pt| hands[color.index()].map_or(0, |hand| hand[pt.index()]),
+        side.unwrap_or(Color::Black),
+        1,
+    )
 }
 
 /// The board diagram (BOD) of a position, with both hands and, for White to move, `後手番`.

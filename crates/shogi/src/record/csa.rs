@@ -10,6 +10,7 @@ use crate::mv::Move;
 use crate::piece::{Piece, PieceType};
 use crate::position::Position;
 use crate::rules::{EndReason, GameResult};
+use crate::sfen::write_sfen;
 use crate::square::Square;
 
 use super::error::{ParseError, ParseErrorKind as K, WriteError};
@@ -109,50 +110,8 @@ impl Setup {
                 hands[c.index()][pt.index()] += total.saturating_sub(on_board + held);
             }
         }
-        let mut out = String::new();
-        for rank in 0..9u8 {
-            if rank > 0 {
-                out.push('/');
-            }
-            let mut empty = 0;
-            for file in (0..9u8).rev() {
-                match self.board[Square::new(file, rank).map_or(0, |s| s.index())] {
-                    None => empty += 1,
-                    Some(p) => {
-                        if empty > 0 {
-                            let _ = write!(out, "{empty}");
-                            empty = 0;
-                        }
-                        out.push_str(&p.sfen());
-                    }
-                }
-            }
-            if empty > 0 {
-                let _ = write!(out, "{empty}");
-            }
-        }
-        out.push(' ');
-        out.push(side.sfen_char());
-        out.push(' ');
-        let start = out.len();
-        for c in Color::ALL {
-            for pt in PieceType::HAND_WRITE_ORDER {
-                let n = hands[c.index()][pt.index()];
-                if n == 0 {
-                    continue;
-                }
-                if n > 1 {
-                    let _ = write!(out, "{n}");
-                }
-                let l = pt.sfen_letter();
-                out.push(if c == Color::Black { l } else { l.to_ascii_lowercase() });
-            }
-        }
-        if out.len() == start {
-            out.push('-');
-        }
-        out.push_str(" 1");
-        out
+        let board = &self.board;
+        write_sfen(|sq| board[sq.index()], |color, pt| hands[color.index()][pt.index()], side, 1)
     }
 }
 

@@ -226,7 +226,8 @@ impl KifReader {
                         },
                     ));
                 }
-                let sfen = diagram_sfen(self.bod_rows.iter().map(|(_, row)| row), &self.hands, self.side);
+                let rows = std::array::from_fn(|rank| self.bod_rows[rank].1);
+                let sfen = diagram_sfen(&rows, &self.hands, self.side);
                 Position::from_sfen(&sfen).map_err(|e| ParseError::new(self.bod_line, K::Position(e)))?
             } else if let Some(p) = &self.start {
                 p.clone()
