@@ -400,7 +400,7 @@ impl Side {
 
 /// The first of the config's devices (where the PyTorch reference runs).
 fn first_device(config: &TrainConfig) -> Result<tch::Device> {
-    Ok(config.devices()?.resolve()?[0])
+    Ok(config.device.resolve()?[0])
 }
 
 /// Runs the whole benchmark; `log` receives a line per figure as it is measured.
@@ -525,7 +525,7 @@ pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchRep
     }
     let ratios: Vec<f64> = nets.iter().filter_map(|n| n.ratio).collect();
     Ok(BenchReport {
-        device: config.devices()?.to_string(),
+        device: config.device.to_string(),
         precision: crate::trainer::Mode::resolve(config.precision, device, false)?.name().to_string(),
         threads: tch::get_num_threads(),
         memory_format: if channels_last { "channels_last" } else { "contiguous" }.to_string(),

@@ -528,11 +528,6 @@ impl TrainConfig {
         })
     }
 
-    /// The devices the trainer keeps a replica on (the first holds the master weights).
-    pub fn devices(&self) -> Result<koma_nn::DeviceList> {
-        Ok(self.device.clone())
-    }
-
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(TrainError::Config(m.to_string()));
         if self.batch_size == 0 {
@@ -541,8 +536,7 @@ impl TrainConfig {
         if self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("checkpoint_every and log_every must be at least 1");
         }
-        let devices = self.devices()?;
-        if let koma_nn::DeviceList::Listed(list) = &devices {
+        if let DeviceList::Listed(list) = &self.device {
             if list.len() > self.batch_size {
                 return bad(
                     "batch_size must be at least the number of devices (each replica gets a part of every batch)",

@@ -99,7 +99,7 @@ impl std::fmt::Debug for Trainer {
 
 /// How the master network runs (the first device), and every device the trainer uses.
 fn run_options(config: &TrainConfig) -> Result<(RunOptions, Vec<Device>)> {
-    let list = config.devices()?;
+    let list = &config.device;
     let devices = list.resolve().map_err(|e| TrainError::Config(format!("device: {e}")))?;
     let first: DeviceSpec = list.specs()?.first().copied().unwrap_or_default();
     Ok((RunOptions { device: first, precision: Precision::F32, cpu_threads: config.threads }, devices))
