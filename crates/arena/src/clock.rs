@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use koma_shogi::Color;
 
+use crate::error::SpecError;
+
 /// Main time plus byoyomi or increment. Byoyomi and increment together are refused: USI has one
 /// `byoyomi` for both sides and engines read it and `binc`/`winc` as alternatives.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -20,23 +22,18 @@ pub struct TimeControl {
 impl TimeControl {
     /// Checks that the control gives some time, does not mix byoyomi and increment, and gives
     /// main time with an increment.
-    pub fn new(main: Duration, byoyomi: Duration, increment: Duration) -> Result<TimeControl, String> {
+    pub fn new(main: Duration, byoyomi: Duration, increment: Duration) -> Result<TimeControl, SpecError> {
         if !byoyomi.is_zero() && !increment.is_zero() {
-            return Err(format!(
-                "byoyomi ({}) and increment ({}) together: a time control has one or the other",
-                format_duration(byoyomi),
-                format_duration(increment)
-            ));
+            return Err(SpecError::ByoyomiAndIncrement {
+                byoyomi: format_duration(byoyomi),
+                increment: format_duration(increment),
+            });
         }
         if main.is_zero() && !increment.is_zero() {
-            return Err(format!(
-                "an increment ({}) without main time: the increment comes after each move, so the first \
-                 move would have no time at all",
-                format_duration(increment)
-            ));
+            return Err(SpecError::IncrementWithoutMainTime(format_duration(increment)));
         }
         if main.is_zero() && byoyomi.is_zero() && increment.is_zero() {
-            return Err("a time control needs some main time, byoyomi or increment".into());
+            return Err(SpecError::NoTime);
         }
         Ok(TimeControl { main, byoyomi, increment })
     }
@@ -63,7 +60,7 @@ impl std::fmt::Display for TimeControl {
 
 /// Parses a duration: `1500ms`, `1.5s`, `2m`, `1h`, or a bare number of milliseconds (what
 /// `--byoyomi` has always taken).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<Duration, SpecError> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
@@ -72,13 +69,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         "s" => 1.0,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        other => return Err(format!("duration {text:?}: unknown unit {other:?} (use ms, s, m or h)")),
+        other => return Err(SpecError::DurationUnit { text: text.into(), unit: other.into() }),
     };
-    let value: f64 =
-        number.parse().map_err(|_| format!("duration {text:?}: expected a number and a unit such as 500ms or 1.5s"))?;
+    let value: f64 = number.parse().map_err(|_| SpecError::DurationNumber { text: text.into() })?;
     let seconds = value * scale;
     if !seconds.is_finite() || seconds > 1e9 {
-        return Err(format!("duration {text:?} is too long"));
+        return Err(SpecError::DurationTooLong { text: text.into() });
     }
     Ok(Duration::from_secs_f64(seconds))
 }
@@ -293,15 +289,15 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), ms(1500));
         assert_eq!(parse_duration("2m").unwrap(), ms(120_000));
         assert_eq!(parse_duration("300").unwrap(), ms(300), "bare numbers are milliseconds");
-        assert!(parse_duration("3 parsecs").unwrap_err().contains("unknown unit"));
-        assert!(parse_duration("s").unwrap_err().contains("expected a number"));
+        assert!(parse_duration("3 parsecs").unwrap_err().to_string().contains("unknown unit"));
+        assert!(parse_duration("s").unwrap_err().to_string().contains("expected a number"));
         assert!(parse_duration("1e99s").is_err());
         for d in [ms(0), ms(250), ms(1500), ms(60_000)] {
             assert_eq!(parse_duration(&format_duration(d)).unwrap(), d);
         }
-        assert!(TimeControl::new(ms(1), ms(1), ms(1)).unwrap_err().contains("one or the other"));
-        assert!(TimeControl::new(ms(0), ms(0), ms(0)).unwrap_err().contains("needs some"));
-        assert!(TimeControl::new(ms(0), ms(0), ms(500)).unwrap_err().contains("without main time"));
+        assert!(TimeControl::new(ms(1), ms(1), ms(1)).unwrap_err().to_string().contains("one or the other"));
+        assert!(TimeControl::new(ms(0), ms(0), ms(0)).unwrap_err().to_string().contains("needs some"));
+        assert!(TimeControl::new(ms(0), ms(0), ms(500)).unwrap_err().to_string().contains("without main time"));
         assert_eq!(control(60_000, 1000, 0).to_string(), "60s + 1s byoyomi");
         assert_eq!(control(5000, 0, 0).to_string(), "5s sudden death");
     }

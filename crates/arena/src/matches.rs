@@ -15,12 +15,13 @@ use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, Position};
 use serde_json::json;
 
+use crate::error::{BoxError, MatchError};
 use crate::game::{play_game, PlayedGame, Unfinished};
 use crate::player::Player;
 use crate::stats::{EloEstimate, Pentanomial, Sprt, SprtDecision, Trinomial};
 
 /// Makes a fresh player for a worker thread (each thread plays with its own instances).
-pub type PlayerFactory = Arc<dyn Fn(u64) -> Result<Box<dyn Player>, String> + Send + Sync>;
+pub type PlayerFactory = Arc<dyn Fn(u64) -> Result<Box<dyn Player>, BoxError> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct MatchConfig {
@@ -102,41 +103,41 @@ impl MatchState {
 /// Saves a game's KIF as `DIR/BLACK-vs-WHITE-pair-NNNNN.kifu` (`-2`, `-3`, … when that name is
 /// taken: a self-match, or the same pairing in another match), written durably, never overwriting an
 /// earlier game.
-fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), String> {
+fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), BoxError> {
     let (black, white) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
     let safe = |name: &str| -> String {
         name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect()
     };
     let stem = format!("{}-vs-{}-pair-{:05}", safe(black), safe(white), g.pair);
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir)?;
     let path = (1..)
         .map(|k| dir.join(if k == 1 { format!("{stem}.kifu") } else { format!("{stem}-{k}.kifu") }))
         .find(|p| !p.exists())
         .expect("some name is free");
-    koma_base::durable::write(&path, text.as_bytes()).map_err(|e| e.to_string())
+    Ok(koma_base::durable::write(&path, text.as_bytes())?)
 }
 
 /// The game as a KIF record with player names and result.
-fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, String> {
+fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, koma_shogi::record::WriteError> {
     let (black, white) = if g.a_black { (a, b) } else { (b, a) };
     let mut record = GameRecord::new(g.game.start.clone());
     for &m in &g.game.moves {
-        record.push(m).map_err(|e| e.to_string())?;
+        record.push(m)?;
     }
     record.black = Some(black.to_string());
     record.white = Some(white.to_string());
     record.result = Some(g.game.result);
-    write_kif(&record).map_err(|e| e.to_string())
+    write_kif(&record)
 }
 
 /// Opens the results file for appending. Bytes after its last newline are a line torn by a kill
 /// or a full disk; they are cut off (with a warning), so that the next line starts clean. The cut
 /// and every append hold an exclusive lock on the file ([`append_line`]), so a process opening the
 /// file never cuts a line another process is writing into the same file.
-fn open_results(path: &Path) -> Result<File, String> {
-    let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+fn open_results(path: &Path) -> Result<File, MatchError> {
+    let failed = |source: std::io::Error| MatchError::Results { path: path.into(), source };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| MatchError::Results { path: dir.into(), source })?;
     }
     let mut file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(failed)?;
     file.lock().map_err(failed)?;
@@ -203,27 +204,6 @@ fn result_line(g: &MatchGame, a: &str, b: &str) -> serde_json::Value {
     })
 }
 
-/// Why a match stopped before its end.
-#[derive(Clone, Debug)]
-pub struct MatchError {
-    pub message: String,
-    /// The results file could not be opened or written: every later match would lose its games
-    /// alike, so a tournament stops (a player's failure only ends its own pairing).
-    pub results_lost: bool,
-}
-
-impl MatchError {
-    fn player(message: String) -> MatchError {
-        MatchError { message, results_lost: false }
-    }
-}
-
-impl std::fmt::Display for MatchError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
 /// Plays the match. `on_game` sees every finished game and the running state.
 pub fn run_match(
     a: PlayerFactory,
@@ -231,24 +211,19 @@ pub fn run_match(
     config: &MatchConfig,
     on_game: &mut dyn FnMut(&MatchGame, &MatchState),
 ) -> Result<MatchState, MatchError> {
-    let probe_a = a(0).map_err(MatchError::player)?;
-    let probe_b = b(0).map_err(MatchError::player)?;
+    let probe_a = a(0).map_err(MatchError::Player)?;
+    let probe_b = b(0).map_err(MatchError::Player)?;
     let mut state = MatchState { a_name: probe_a.name(), b_name: probe_b.name(), ..MatchState::default() };
     drop((probe_a, probe_b));
     let pairs = config.games.div_ceil(2).max(1);
     state.planned = pairs * 2;
     let openings = if config.openings.is_empty() { vec![Position::startpos()] } else { config.openings.clone() };
-    let mut results_file = config
-        .results
-        .as_deref()
-        .map(open_results)
-        .transpose()
-        .map_err(|message| MatchError { message, results_lost: true })?;
+    let mut results_file = config.results.as_deref().map(open_results).transpose()?;
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let not_cancelled = AtomicBool::new(false);
     let cancel: &AtomicBool = config.cancel.as_deref().unwrap_or(&not_cancelled);
-    let (sender, receiver) = unbounded::<Result<MatchGame, String>>();
+    let (sender, receiver) = unbounded::<Result<MatchGame, BoxError>>();
     let mut pending_pairs: std::collections::HashMap<usize, f64> = std::collections::HashMap::new();
     let mut failure = None;
     std::thread::scope(|scope| {
@@ -283,7 +258,7 @@ pub fn run_match(
                     let message = match played {
                         Ok(game) => Ok(MatchGame { pair, a_black, opening, game }),
                         Err(Unfinished::Cancelled) => return,
-                        Err(Unfinished::Failed(e)) => Err(e.message),
+                        Err(Unfinished::Failed(e)) => Err(e.into()),
                     };
                     let fatal = message.is_err();
                     if sender.send(message).is_err() || fatal {
@@ -298,7 +273,7 @@ pub fn run_match(
                 Ok(g) => g,
                 Err(e) => {
                     stop.store(true, Ordering::Relaxed);
-                    failure.get_or_insert(MatchError::player(e));
+                    failure.get_or_insert(MatchError::Player(e));
                     continue;
                 }
             };
@@ -335,14 +310,15 @@ pub fn run_match(
                 let mut line = result_line(&g, &state.a_name, &state.b_name).to_string();
                 line.push('\n');
                 if let Err(e) = append_line(file, &line) {
-                    let path = config.results.as_deref().unwrap_or(Path::new("results")).display();
-                    failure.get_or_insert(MatchError { message: format!("writing {path}: {e}"), results_lost: true });
+                    let path = config.results.clone().unwrap_or_else(|| "results".into());
+                    failure.get_or_insert(MatchError::Results { path, source: e });
                     stop.store(true, Ordering::Relaxed);
                 }
             }
             if let Some(dir) = &config.records {
-                let written =
-                    kif_record(&g, &state.a_name, &state.b_name).and_then(|text| save_record(dir, &g, &state, &text));
+                let written = kif_record(&g, &state.a_name, &state.b_name)
+                    .map_err(BoxError::from)
+                    .and_then(|text| save_record(dir, &g, &state, &text));
                 if let Err(e) = written {
                     tracing::warn!("could not save a game record under {}: {e}", dir.display());
                 }
@@ -353,7 +329,7 @@ pub fn run_match(
     match failure {
         Some(e) if state.played == 0 => Err(e),
         // The games played stay in the results file; the match itself failed.
-        Some(e) => Err(MatchError { message: format!("{e} (the match stopped after {} games)", state.played), ..e }),
+        Some(e) => Err(MatchError::After { played: state.played, source: Box::new(e) }),
         None => Ok(state),
     }
 }

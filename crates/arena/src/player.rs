@@ -50,6 +50,8 @@ impl std::fmt::Display for PlayerError {
     }
 }
 
+impl std::error::Error for PlayerError {}
+
 pub trait Player: Send {
     /// A short name for tables and records.
     fn name(&self) -> String;
@@ -202,7 +204,7 @@ struct UntilCancelled<'a> {
 impl Evaluator for UntilCancelled<'_> {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         if self.cancel.load(Ordering::Relaxed) {
-            return Err(EvalError("the match was cancelled".into()));
+            return Err(EvalError::Cancelled("the match was cancelled"));
         }
         self.evaluator.evaluate(positions)
     }

@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::error::ResultsError;
+
 /// One game between two named players: `score` is the first player's points (1, ½ or 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GameOutcome {
@@ -27,8 +29,8 @@ pub struct Rating {
 /// pipeline append them). A line that does not parse (torn by a kill or a full disk, or edited
 /// by hand) is skipped with a warning naming the file and line; only an unreadable file is an
 /// error.
-pub fn read_results(path: &std::path::Path) -> Result<Vec<GameOutcome>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read_results(path: &std::path::Path) -> Result<Vec<GameOutcome>, ResultsError> {
+    let bytes = std::fs::read(path).map_err(|source| ResultsError { path: path.into(), source })?;
     // Lossy: a line torn inside a multi-byte name must not make the whole file unreadable.
     let text = String::from_utf8_lossy(&bytes);
     let mut out = Vec::new();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::clock::{parse_duration, TimeControl};
+use crate::error::SpecError;
 
 /// What plays.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,9 +39,9 @@ pub struct PlayerSpec {
 impl PlayerSpec {
     /// Adds a USI option, replacing an earlier one of the same name (USI option names are
     /// case-insensitive). Only engines take options.
-    pub fn set_option(&mut self, name: &str, value: &str) -> Result<(), String> {
+    pub fn set_option(&mut self, name: &str, value: &str) -> Result<(), SpecError> {
         if let PlayerKind::Builtin(spec) = &self.kind {
-            return Err(format!("option {name}={value}: {spec:?} is not a USI engine (options go to usi:… players)"));
+            return Err(SpecError::OptionForBuiltin { name: name.into(), value: value.into(), player: spec.clone() });
         }
         self.options.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
         self.options.push((name.to_string(), value.to_string()));
@@ -50,7 +51,7 @@ impl PlayerSpec {
 
 /// Reads one `--player` value: `usi:…`, `file:PATH`, `PATH.toml`, or anything else as a built-in
 /// player or checkpoint.
-pub fn parse_player(text: &str) -> Result<PlayerSpec, String> {
+pub fn parse_player(text: &str) -> Result<PlayerSpec, SpecError> {
     let spec = |kind| PlayerSpec { kind, name: None, options: Vec::new(), time: None, dir: None };
     if let Some(command) = text.strip_prefix("usi:") {
         // A whole existing path is the program, spaces and all; otherwise words, quoted as in a
@@ -58,8 +59,9 @@ pub fn parse_player(text: &str) -> Result<PlayerSpec, String> {
         if Path::new(command).is_file() {
             return Ok(spec(PlayerKind::Engine { path: command.into(), args: Vec::new() }));
         }
-        let mut words = split_words(command).map_err(|e| format!("player {text:?}: {e}"))?.into_iter();
-        let path = words.next().ok_or_else(|| format!("player {text:?}: usi: needs the engine's path"))?;
+        let mut words =
+            split_words(command).map_err(|e| SpecError::Player { text: text.into(), source: Box::new(e) })?.into_iter();
+        let path = words.next().ok_or_else(|| SpecError::NoEnginePath(text.into()))?;
         return Ok(spec(PlayerKind::Engine { path: path.into(), args: words.collect() }));
     }
     if let Some(file) = text.strip_prefix("file:") {
@@ -69,25 +71,25 @@ pub fn parse_player(text: &str) -> Result<PlayerSpec, String> {
         return read_player_file(Path::new(text));
     }
     if text.trim().is_empty() {
-        return Err("an empty player".into());
+        return Err(SpecError::EmptyPlayer);
     }
     Ok(spec(PlayerKind::Builtin(text.to_string())))
 }
 
 /// `NAME=VALUE` (the value may contain `=` and spaces; the name may not be empty).
-pub fn parse_option(text: &str) -> Result<(String, String), String> {
+pub fn parse_option(text: &str) -> Result<(String, String), SpecError> {
     match text.split_once('=') {
         Some((name, value)) if !name.trim().is_empty() && !name.trim().contains(char::is_whitespace) => {
             Ok((name.trim().to_string(), value.trim().to_string()))
         }
-        _ => Err(format!("option {text:?}: expected NAME=VALUE with a name without spaces")),
+        _ => Err(SpecError::Option(text.into())),
     }
 }
 
 /// Splits a command line into words as a shell would quote them: spaces separate, `'…'` and
 /// `"…"` keep spaces, a backslash escapes the next character (outside single quotes). Nothing
 /// is expanded.
-pub fn split_words(text: &str) -> Result<Vec<String>, String> {
+pub fn split_words(text: &str) -> Result<Vec<String>, SpecError> {
     let mut words = Vec::new();
     let mut word = String::new();
     let mut in_word = false;
@@ -106,7 +108,7 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
                     match chars.next() {
                         Some('\'') => break,
                         Some(c) => word.push(c),
-                        None => return Err("a ' is not closed".into()),
+                        None => return Err(SpecError::Unclosed('\'')),
                     }
                 }
             }
@@ -117,16 +119,16 @@ pub fn split_words(text: &str) -> Result<Vec<String>, String> {
                         Some('"') => break,
                         Some('\\') => match chars.next() {
                             Some(c) => word.push(c),
-                            None => return Err("a \" is not closed".into()),
+                            None => return Err(SpecError::Unclosed('"')),
                         },
                         Some(c) => word.push(c),
-                        None => return Err("a \" is not closed".into()),
+                        None => return Err(SpecError::Unclosed('"')),
                     }
                 }
             }
             '\\' => {
                 in_word = true;
-                word.push(chars.next().ok_or("a \\ at the end escapes nothing")?);
+                word.push(chars.next().ok_or(SpecError::TrailingBackslash)?);
             }
             c => {
                 in_word = true;
@@ -168,10 +170,11 @@ struct PlayerFile {
 /// main_time = "60s"                 # with byoyomi = "1s" or increment = "2s", or alone
 /// byoyomi = "1s"
 /// ```
-pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
-    let failed = |e: String| format!("player file {}: {e}", path.display());
-    let text = std::fs::read_to_string(path).map_err(|e| failed(e.to_string()))?;
-    let file: PlayerFile = toml::from_str(&text).map_err(|e| failed(e.to_string().trim_end().to_string()))?;
+pub fn read_player_file(path: &Path) -> Result<PlayerSpec, SpecError> {
+    let failed = |e: SpecError| SpecError::File { path: path.into(), source: Box::new(e) };
+    let text = std::fs::read_to_string(path).map_err(|source| SpecError::FileRead { path: path.into(), source })?;
+    let file: PlayerFile =
+        toml::from_str(&text).map_err(|source| SpecError::FileSyntax { path: path.into(), source })?;
     let kind = match (file.path, file.player) {
         (Some(engine), None) => {
             let engine = PathBuf::from(engine);
@@ -184,14 +187,12 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
         }
         (None, Some(player)) => {
             if !file.args.is_empty() || !file.options.is_empty() || file.dir.is_some() {
-                return Err(failed(format!("args, options and dir are for USI engines (path = …), not {player:?}")));
+                return Err(failed(SpecError::EngineFieldsForBuiltin(player)));
             }
             PlayerKind::Builtin(player)
         }
-        (Some(_), Some(_)) => return Err(failed("give path (a USI engine) or player (built-in), not both".into())),
-        (None, None) => {
-            return Err(failed("needs path (a USI engine) or player (a built-in player or checkpoint)".into()))
-        }
+        (Some(_), Some(_)) => return Err(failed(SpecError::PathAndPlayer)),
+        (None, None) => return Err(failed(SpecError::NoPathOrPlayer)),
     };
     let mut options = Vec::new();
     for (name, value) in &file.options {
@@ -200,17 +201,14 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
             toml::Value::Boolean(b) => b.to_string(),
-            other => {
-                return Err(failed(format!(
-                    "option {name}: {} is not a USI value (a string, number or boolean)",
-                    other.type_str()
-                )))
-            }
+            other => return Err(failed(SpecError::NotUsiValue { name: name.clone(), kind: other.type_str() })),
         };
         options.push((name.clone(), value));
     }
-    let duration = |key: &str, value: &Option<String>| -> Result<Duration, String> {
-        value.as_deref().map_or(Ok(Duration::ZERO), |v| parse_duration(v).map_err(|e| failed(format!("{key}: {e}"))))
+    let duration = |key: &'static str, value: &Option<String>| -> Result<Duration, SpecError> {
+        value.as_deref().map_or(Ok(Duration::ZERO), |v| {
+            parse_duration(v).map_err(|e| failed(SpecError::Field { key, source: Box::new(e) }))
+        })
     };
     let time = if file.main_time.is_some() || file.byoyomi.is_some() || file.increment.is_some() {
         let control = TimeControl::new(
@@ -224,7 +222,7 @@ pub fn read_player_file(path: &Path) -> Result<PlayerSpec, String> {
         None
     };
     if file.name.as_deref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(failed("name is empty".into()));
+        return Err(failed(SpecError::EmptyName));
     }
     let dir = file.dir.map(|d| match path.parent() {
         Some(folder) if Path::new(&d).is_relative() => folder.join(d),
@@ -256,8 +254,8 @@ mod tests {
         let args = vec!["--threads".to_string(), "1".into(), "a b".into(), "c d".into()];
         assert_eq!(engine(&quoted), (program.display().to_string(), args));
         assert_eq!(engine(&parse_player("usi:koma usi --playouts 8").unwrap()).1, ["usi", "--playouts", "8"]);
-        assert!(parse_player("usi:'/unclosed").unwrap_err().contains("not closed"));
-        assert!(parse_player("usi:  ").unwrap_err().contains("needs the engine's path"));
+        assert!(parse_player("usi:'/unclosed").unwrap_err().to_string().contains("not closed"));
+        assert!(parse_player("usi:  ").unwrap_err().to_string().contains("needs the engine's path"));
         assert_eq!(parse_player("greedy").unwrap().kind, PlayerKind::Builtin("greedy".into()));
     }
 
@@ -270,7 +268,7 @@ mod tests {
         spec.set_option("Threads", "1").unwrap();
         spec.set_option("threads", "2").unwrap();
         assert_eq!(spec.options, vec![("threads".to_string(), "2".to_string())]);
-        let err = parse_player("random").unwrap().set_option("Threads", "1").unwrap_err();
+        let err = parse_player("random").unwrap().set_option("Threads", "1").unwrap_err().to_string();
         assert!(err.contains("not a USI engine"), "{err}");
     }
 
@@ -309,10 +307,11 @@ mod tests {
             ("path = \"e\n", "line 1"),
         ] {
             let path = write("bad.toml", text);
-            let err = parse_player(&format!("file:{}", path.display())).unwrap_err();
+            let err = parse_player(&format!("file:{}", path.display())).unwrap_err().to_string();
             assert!(err.contains("bad.toml") && err.contains(words), "{text:?}: {err}");
         }
         let err = parse_player("file:/nonexistent/p.toml").unwrap_err();
-        assert!(err.contains("/nonexistent/p.toml"), "{err}");
+        assert!(matches!(&err, SpecError::FileRead { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
+        assert!(err.to_string().contains("/nonexistent/p.toml"), "{err}");
     }
 }

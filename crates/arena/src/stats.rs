@@ -1,6 +1,8 @@
 //! Match statistics: Elo from a score, confidence intervals from the pentanomial model of paired
 //! games (same opening, colours swapped), and the generalized SPRT (GSPRT) log-likelihood ratio.
 
+use crate::error::SpecError;
+
 /// Expected score of a player `elo` points stronger (logistic Elo).
 pub fn score_of(elo: f64) -> f64 {
     1.0 / (1.0 + 10f64.powf(-elo / 400.0))
@@ -142,16 +144,16 @@ impl Sprt {
     /// Parses `elo0,elo1,alpha,beta`.
     // `!(elo1 > elo0)` on purpose: a NaN fails the check and is refused.
     #[allow(clippy::neg_cmp_op_on_partial_ord, clippy::nonminimal_bool)]
-    pub fn parse(text: &str) -> Result<Sprt, String> {
+    pub fn parse(text: &str) -> Result<Sprt, SpecError> {
         let parts: Vec<f64> = text
             .split(',')
-            .map(|p| p.trim().parse::<f64>().map_err(|_| format!("SPRT {text:?}: {p:?} is not a number")))
+            .map(|p| p.trim().parse::<f64>().map_err(|_| SpecError::SprtNumber { text: text.into(), part: p.into() }))
             .collect::<Result<_, _>>()?;
         let [elo0, elo1, alpha, beta] = parts[..] else {
-            return Err(format!("SPRT {text:?}: expected elo0,elo1,alpha,beta"));
+            return Err(SpecError::SprtShape(text.into()));
         };
         if !(elo1 > elo0) || !(0.0 < alpha && alpha < 0.5) || !(0.0 < beta && beta < 0.5) {
-            return Err(format!("SPRT {text:?}: need elo0 < elo1 and 0 < alpha, beta < 0.5"));
+            return Err(SpecError::SprtBounds(text.into()));
         }
         Ok(Sprt { elo0, elo1, alpha, beta })
     }

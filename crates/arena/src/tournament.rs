@@ -4,6 +4,7 @@
 
 use koma_shogi::Color;
 
+use crate::error::{MatchError, TournamentError};
 use crate::matches::{run_match, MatchConfig, MatchGame, MatchState, PlayerFactory};
 use crate::ratings::{fit, GameOutcome, Rating};
 
@@ -51,17 +52,24 @@ pub struct Pairing {
 
 /// A pairing that could not be played to its end (an engine that crashed, hung or would not
 /// start): its games finished before the failure are rated all the same.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct FailedPairing {
     pub a: usize,
     pub b: usize,
-    /// What went wrong, naming both players.
-    pub error: String,
+    /// What went wrong (`a` and `b` say between whom).
+    pub error: MatchError,
     /// The games it finished before the failure, from `a`'s side (None when it finished none).
     pub state: Option<MatchState>,
 }
 
-#[derive(Clone, Debug)]
+impl FailedPairing {
+    /// `A vs B: what went wrong`, with the players' names and every cause.
+    pub fn describe(&self, players: &[String]) -> String {
+        format!("{} vs {}: {}", players[self.a], players[self.b], koma_base::error::Report(&self.error))
+    }
+}
+
+#[derive(Debug)]
 pub struct Tournament {
     pub format: Format,
     pub players: Vec<String>,
@@ -101,9 +109,9 @@ pub fn run_tournament(
     format: Format,
     config: &MatchConfig,
     on_game: &mut dyn FnMut(usize, &MatchGame, &MatchState),
-) -> Result<Tournament, String> {
+) -> Result<Tournament, TournamentError> {
     if entrants.len() < 2 {
-        return Err(format!("a {} needs at least two players (found {})", format.name(), entrants.len()));
+        return Err(TournamentError::TooFewPlayers { format: format.name(), found: entrants.len() });
     }
     let cancelled = || config.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
     let mut outcomes = Vec::new();
@@ -121,13 +129,10 @@ pub fn run_tournament(
         });
         match result {
             Ok(state) => played.push(Pairing { a, b, state }),
-            Err(e) => {
-                let error = format!("{} vs {}: {e}", ea.name, eb.name);
-                if e.results_lost {
-                    return Err(error);
-                }
-                failed.push(FailedPairing { a, b, error, state: last });
+            Err(e) if e.results_lost() => {
+                return Err(TournamentError::ResultsLost { a: ea.name.clone(), b: eb.name.clone(), source: e })
             }
+            Err(e) => failed.push(FailedPairing { a, b, error: e, state: last }),
         }
     }
     let ratings = fit(&outcomes, &entrants[0].name);

@@ -16,6 +16,7 @@ use koma_shogi::usi::position_command;
 use koma_shogi::{Move, Position};
 
 use crate::clock::{TimeControl, Timing, TurnClock};
+use crate::error::EngineStartError;
 use crate::player::{Action, Player, PlayerError};
 
 /// Games in a row an engine may forfeit (crash, timeout, garbage) before the match stops.
@@ -65,17 +66,17 @@ struct Process {
 }
 
 impl Process {
-    fn spawn(config: &UsiEngineConfig) -> Result<Process, String> {
+    fn spawn(config: &UsiEngineConfig) -> Result<Process, EngineStartError> {
         let mut command = Command::new(&config.command);
         if let Some(dir) = &config.working_dir {
             if !dir.is_dir() {
-                return Err(format!("USI engine {:?}: its folder {} is not a folder", config.command, dir.display()));
+                return Err(EngineStartError::NotAFolder { command: config.command.clone(), dir: dir.clone() });
             }
             // A relative program path means the same program as without `dir` (Unix resolves it
             // after changing folder).
             let program = Path::new(&config.command);
             if program.is_relative() && program.components().count() > 1 {
-                let here = std::env::current_dir().map_err(|e| format!("the current folder: {e}"))?;
+                let here = std::env::current_dir().map_err(EngineStartError::CurrentDir)?;
                 command = Command::new(here.join(program));
             }
             command.current_dir(dir);
@@ -90,9 +91,9 @@ impl Process {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("cannot start USI engine {:?}: {e}", config.command))?;
-        let stdin = child.stdin.take().ok_or("engine stdin")?;
-        let stdout = child.stdout.take().ok_or("engine stdout")?;
+            .map_err(|source| EngineStartError::Spawn { command: config.command.clone(), source })?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let stdout = child.stdout.take().expect("stdout is piped");
         let (sender, lines) = unbounded();
         std::thread::Builder::new()
             .name("koma-usi-reader".into())
@@ -104,7 +105,7 @@ impl Process {
                     }
                 }
             })
-            .map_err(|e| format!("reader thread: {e}"))?;
+            .map_err(|source| EngineStartError::ReaderThread { command: config.command.clone(), source })?;
         Ok(Process { child, stdin, lines, reaped: false })
     }
 
@@ -174,7 +175,7 @@ pub struct UsiEngine {
 
 impl UsiEngine {
     /// Starts the engine and completes the `usi` / `isready` handshake.
-    pub fn start(config: UsiEngineConfig) -> Result<UsiEngine, String> {
+    pub fn start(config: UsiEngineConfig) -> Result<UsiEngine, EngineStartError> {
         let process = Process::spawn(&config)?;
         let mut engine = UsiEngine {
             name: config.name.clone(),
@@ -186,7 +187,7 @@ impl UsiEngine {
         };
         engine
             .handshake(&AtomicBool::new(false))
-            .map_err(|e| format!("USI engine {:?}: {e}", engine.config.command))?;
+            .map_err(|source| EngineStartError::Handshake { command: engine.config.command.clone(), source })?;
         Ok(engine)
     }
 
@@ -215,7 +216,7 @@ impl UsiEngine {
     /// Replaces the process with a fresh one and its handshake. The old one is killed first.
     fn restart(&mut self, cancel: &AtomicBool) -> Result<(), PlayerError> {
         self.process.kill();
-        self.process = Process::spawn(&self.config).map_err(PlayerError::failure)?;
+        self.process = Process::spawn(&self.config).map_err(|e| PlayerError::failure(e.to_string()))?;
         self.handshake(cancel)?;
         self.needs_restart = false;
         Ok(())

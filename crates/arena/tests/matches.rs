@@ -102,9 +102,7 @@ impl koma_mcts::Evaluator for BreaksAfter {
             })
             .is_err()
         {
-            return Err(koma_mcts::EvalError(
-                "model-00000300 returned non-finite values (NaN or infinity) for 3 of 8 positions".into(),
-            ));
+            return Err(koma_mcts::EvalError::NonFinite { evaluator: "model-00000300".into(), bad: 3, positions: 8 });
         }
         koma_mcts::UniformEvaluator.evaluate(positions)
     }
@@ -131,11 +129,10 @@ fn a_failing_network_stops_the_match_with_its_error_and_keeps_the_games_played()
     };
     let error =
         run_match(net, greedy(), &config, &mut |_, _| {}).expect_err("the match scored a broken network's games");
+    let message = error.to_string();
     assert!(
-        error.message.contains("net@8")
-            && error.message.contains("non-finite")
-            && error.message.contains("the match stopped after"),
-        "{error}"
+        message.contains("net@8") && message.contains("non-finite") && message.contains("the match stopped after"),
+        "{message}"
     );
     // The games finished before the failure are in the results file, none forfeited for it.
     let lines = std::fs::read_to_string(&results).unwrap();

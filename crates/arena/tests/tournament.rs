@@ -73,7 +73,10 @@ fn a_failed_pairing_is_reported_and_the_others_still_rated() {
     let failed: Vec<(usize, usize)> = t.failed.iter().map(|f| (f.a, f.b)).collect();
     assert_eq!(failed, vec![(0, 1), (1, 2)]);
     assert!(
-        t.failed.iter().all(|f| f.error.contains("missing") && f.error.contains("/nonexistent/engine")),
+        t.failed
+            .iter()
+            .map(|f| f.describe(&t.players))
+            .all(|e| e.contains("missing") && e.contains("/nonexistent/engine")),
         "{:?}",
         t.failed
     );
@@ -108,6 +111,7 @@ fn a_results_file_that_cannot_be_written_stops_the_tournament() {
     let mut pairings_started = 0;
     let err =
         run_tournament(&entrants, Format::RoundRobin, &match_config, &mut |_, _, _| pairings_started += 1).unwrap_err();
+    let err = err.to_string();
     assert!(err.contains("greedy vs random") && err.contains("results.jsonl"), "{err}");
     assert_eq!(pairings_started, 0);
 }

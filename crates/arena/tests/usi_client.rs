@@ -10,6 +10,7 @@ mod common;
 
 use common::{engine_factory, match_config, random, scripted};
 use koma_arena::clock::TimeControl;
+use koma_arena::error::EngineStartError;
 use koma_arena::game::play_game;
 use koma_arena::matches::{run_match, MatchConfig};
 use koma_arena::player::{Player, RandomPlayer};
@@ -63,11 +64,14 @@ fn an_engine_that_never_starts_is_reported() {
     let mut config = scripted("scripted", "true");
     config.args = vec!["-c".into(), "sleep 10".into()];
     config.startup_timeout = Duration::from_millis(300);
-    let err = UsiEngine::start(config).err().unwrap();
+    let err = UsiEngine::start(config).err().unwrap().to_string();
     assert!(err.contains("no answer in time"), "{err}");
     let mut missing = scripted("scripted", "true");
     missing.command = "/nonexistent/engine".into();
-    assert!(UsiEngine::start(missing).err().unwrap().contains("cannot start"));
+    let err = UsiEngine::start(missing).err().unwrap();
+    assert!(err.to_string().contains("cannot start"), "{err}");
+    // The OS's reason stays the cause: a caller can tell a missing program from others.
+    assert!(matches!(&err, EngineStartError::Spawn { source, .. } if source.kind() == std::io::ErrorKind::NotFound));
 }
 
 #[test]
@@ -105,12 +109,13 @@ fn an_engine_that_keeps_crashing_stops_the_match() {
     )
     .expect_err("an engine that cannot play was scored as losing every game");
     let forfeits = MAX_FORFEITS_IN_A_ROW as usize;
+    let message = error.to_string();
     assert!(
-        error.message.contains("scripted")
-            && error.message.contains(&format!("{forfeits} games in a row"))
-            && error.message.contains("crashed")
-            && !error.results_lost,
-        "{error}"
+        message.contains("scripted")
+            && message.contains(&format!("{forfeits} games in a row"))
+            && message.contains("crashed")
+            && !error.results_lost(),
+        "{message}"
     );
     // The forfeits before stay in the results.
     let text = std::fs::read_to_string(&results).unwrap();
@@ -223,7 +228,7 @@ fn an_engine_starts_in_its_folder() {
     let engine = UsiEngine::start(config.clone()).unwrap();
     assert_eq!(engine.name(), folder.path().canonicalize().unwrap().display().to_string());
     config.working_dir = Some(folder.path().join("missing"));
-    let err = UsiEngine::start(config).err().expect("a missing folder is an error");
+    let err = UsiEngine::start(config).err().expect("a missing folder is an error").to_string();
     assert!(err.contains("missing") && err.contains("is not a folder"), "{err}");
 }
 

@@ -35,8 +35,8 @@ fn main() -> ExitCode {
     match cli.command.run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            // `{:#}` prints the whole context chain on one line: "reading X: No such file …".
-            eprintln!("koma: error: {err:#}");
+            // The whole chain on one line, each cause once: "reading X: No such file …".
+            eprintln!("koma: error: {}", koma_base::error::Report(err.as_ref()));
             ExitCode::FAILURE
         }
     }

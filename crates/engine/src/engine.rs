@@ -172,7 +172,7 @@ impl Engine {
         match self.options.set(&name, value) {
             Ok(None) => {}
             Ok(Some(warning)) => self.out.warn(&warning),
-            Err(e) => self.out.warn(&format!("setoption: {}", truncate(&e, 2 * QUOTE_MAX))),
+            Err(e) => self.out.warn(&format!("setoption: {}", truncate(&e.to_string(), 2 * QUOTE_MAX))),
         }
     }
 

@@ -22,5 +22,5 @@ mod think;
 pub mod time;
 
 pub use engine::{run, EngineConfig};
-pub use net_loader::{network_loader, LoadFn, LoadKey, LoadedNet};
+pub use net_loader::{network_loader, LoadError, LoadFn, LoadKey, LoadedNet};
 pub use options::Options;

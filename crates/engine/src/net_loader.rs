@@ -63,20 +63,41 @@ impl LoadedNet {
 }
 
 /// Loads a model (the `Some` case of [`LoadKey::model`]); replaceable for tests.
-pub type LoadFn = Arc<dyn Fn(&LoadKey) -> Result<LoadedNet, String> + Send + Sync>;
+pub type LoadFn = Arc<dyn Fn(&LoadKey) -> Result<LoadedNet, LoadError> + Send + Sync>;
+
+/// Why there is no network to play with.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(
+        "no model set (koma usi --model PATH, or setoption name Model value PATH; setoption name UniformStandIn \
+         value true plays with uniform priors, for testing)"
+    )]
+    NoModel,
+    /// The checkpoint, the device or the precision (koma-nn says which and why).
+    #[error(transparent)]
+    Network(#[from] koma_nn::Error),
+    #[error("warm-up evaluation failed: {0}")]
+    WarmUp(#[source] EvalError),
+    #[error("the loader panicked")]
+    Panicked,
+    #[error("cannot start the loader thread: {0}")]
+    Thread(#[source] std::io::Error),
+    #[error("cannot load model {model}: {source}")]
+    Model { model: String, source: Box<LoadError> },
+}
 
 /// The default loader: a koma checkpoint through koma-nn behind the inference service, warmed up
 /// with two batches (on the service's thread, where the searches' batches run) so that the first
 /// move does not pay for CUDA kernel selection.
 pub fn network_loader() -> LoadFn {
     Arc::new(|key: &LoadKey| {
-        let path = key.model.as_deref().ok_or("no model")?;
+        let path = key.model.as_deref().ok_or(LoadError::NoModel)?;
         let options = RunOptions {
-            device: key.device.parse::<DeviceSpec>().map_err(|e| e.to_string())?,
-            precision: key.precision.parse::<Precision>().map_err(|e| e.to_string())?,
+            device: key.device.parse::<DeviceSpec>()?,
+            precision: key.precision.parse::<Precision>()?,
             cpu_threads: (key.threads > 0).then_some(key.threads as usize),
         };
-        let network = Network::load(Path::new(path), &options).map_err(|e| e.to_string())?;
+        let network = Network::load(Path::new(path), &options)?;
         let cuda = network.device().is_cuda();
         let description = format!(
             "{path} ({}, step {}) on {} ({:?})",
@@ -94,7 +115,7 @@ pub fn network_loader() -> LoadFn {
         let start = Position::startpos();
         let positions: Vec<&Position> = std::iter::repeat_n(&start, batch.min(4096)).collect();
         for _ in 0..2 {
-            served.evaluate(&positions).map_err(|e| format!("warm-up evaluation failed: {e}"))?;
+            served.evaluate(&positions).map_err(LoadError::WarmUp)?;
         }
         Ok(LoadedNet { evaluator: Arc::new(served), description, cuda })
     })
@@ -147,7 +168,7 @@ struct State {
 }
 
 /// A loaded network, or the error that says why there is none.
-pub type Loaded = Result<Arc<LoadedNet>, String>;
+pub type Loaded = Result<Arc<LoadedNet>, Arc<LoadError>>;
 
 pub struct Loader {
     state: Mutex<State>,
@@ -187,10 +208,9 @@ impl Loader {
                 self.out.info_string("no model: playing with uniform priors and an even value (UniformStandIn), which is only good for testing");
                 Ok(Arc::new(LoadedNet::uniform("uniform stand-in")))
             } else {
-                let error = "no model set (koma usi --model PATH, or setoption name Model value PATH; \
-                             setoption name UniformStandIn value true plays with uniform priors, for testing)";
+                let error = LoadError::NoModel;
                 self.out.warn(&format!("error: {error}"));
-                Err(error.to_string())
+                Err(Arc::new(error))
             };
             state.ready = Some((key.clone(), loaded));
             state.loading = false;
@@ -205,8 +225,8 @@ impl Loader {
         let key = key.clone();
         let spawned = std::thread::Builder::new().name("koma-usi-loader".into()).spawn(move || {
             let started = Instant::now();
-            let result = catch_unwind(AssertUnwindSafe(|| (loader.load)(&key)))
-                .unwrap_or_else(|_| Err("the loader panicked".to_string()));
+            let result =
+                catch_unwind(AssertUnwindSafe(|| (loader.load)(&key))).unwrap_or_else(|_| Err(LoadError::Panicked));
             let loaded = match result {
                 Ok(net) => {
                     loader.out.info_string(&format!(
@@ -217,9 +237,10 @@ impl Loader {
                     Ok(Arc::new(net))
                 }
                 Err(e) => {
-                    let error = format!("cannot load model {model}: {e}");
-                    loader.out.warn(&format!("error: {error}; the engine resigns every game until a model loads"));
-                    Err(error)
+                    let error = LoadError::Model { model: model.clone(), source: Box::new(e) };
+                    let report = koma_base::error::Report(&error);
+                    loader.out.warn(&format!("error: {report}; the engine resigns every game until a model loads"));
+                    Err(Arc::new(error))
                 }
             };
             let mut state = loader.lock();
@@ -231,9 +252,9 @@ impl Loader {
         });
         if let Err(e) = spawned {
             let mut state = self.lock();
-            let error = format!("cannot start the loader thread: {e}");
+            let error = LoadError::Thread(e);
             self.out.warn(&format!("error: {error}"));
-            state.ready = Some((key_or_default(&state.wanted), Err(error)));
+            state.ready = Some((key_or_default(&state.wanted), Err(Arc::new(error))));
             state.loading = false;
             self.finish(&mut state);
         }
@@ -300,7 +321,7 @@ mod tests {
     impl Evaluator for FailsOnce {
         fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
             match self.batches.fetch_add(1, Ordering::SeqCst) {
-                1 => Err(EvalError("CUDA out of memory".into())),
+                1 => Err(EvalError::failed("CUDA out of memory")),
                 _ => UniformEvaluator.evaluate(positions),
             }
         }
@@ -311,7 +332,7 @@ mod tests {
         let served = ServedNetwork::new(Arc::new(FailsOnce { batches: AtomicUsize::new(0) }), "model-00000300");
         let start = Position::startpos();
         assert!(served.evaluate(&[&start]).is_ok());
-        let error = served.evaluate(&[&start]).unwrap_err().0;
+        let error = served.evaluate(&[&start]).unwrap_err().to_string();
         assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
         assert_eq!(served.evaluate(&[&start, &start]).unwrap().len(), 2);
     }

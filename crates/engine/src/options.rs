@@ -152,7 +152,7 @@ const ALIASES: &[(&str, &str)] = &[
 
 /// koma's option and value for an alias `name` (None when `name` is no alias); an error for a
 /// value the alias's engine allows but koma cannot honour.
-fn alias(name: &str, value: &str) -> Result<Option<(&'static str, String)>, String> {
+fn alias(name: &str, value: &str) -> Result<Option<(&'static str, String)>, OptionError> {
     let Some(&(alias, canonical)) = ALIASES.iter().find(|(a, _)| a.eq_ignore_ascii_case(name)) else {
         return Ok(None);
     };
@@ -165,20 +165,39 @@ fn alias(name: &str, value: &str) -> Result<Option<(&'static str, String)>, Stri
             // YaneuraOu's Try rule does not wait for both kings to enter.
             "tryrule" => "try-unconditional",
             _ => {
-                return Err(format!(
-                    "option EnteringKingRule: {value:?} is not one of NoEnteringKing, CSARule24, CSARule24H, CSARule27, CSARule27H, TryRule"
-                ))
+                return Err(OptionError::NotOneOf {
+                    option: "EnteringKingRule",
+                    value: value.into(),
+                    choices: "NoEnteringKing, CSARule24, CSARule24H, CSARule27, CSARule27H, TryRule".into(),
+                })
             }
         }
         .to_string(),
         // dlshogi's threshold is per mille of win rate, koma's per cent.
         "Resign_Threshold" => {
-            let n: u64 = value.parse().map_err(|_| format!("option Resign_Threshold: {value:?} is not a number"))?;
+            let n: u64 = value
+                .parse()
+                .map_err(|_| OptionError::NotANumber { option: "Resign_Threshold", value: value.into() })?;
             ((n + 5) / 10).to_string()
         }
         _ => value.to_string(),
     };
     Ok(Some((canonical, translated)))
+}
+
+/// A `setoption` that was refused: the option keeps its value.
+#[derive(Debug, thiserror::Error)]
+pub enum OptionError {
+    #[error("unknown option {0:?}")]
+    Unknown(String),
+    #[error("option {option}: {value:?} is not true or false")]
+    NotABool { option: &'static str, value: String },
+    #[error("option {option}: {value:?} is not a number")]
+    NotANumber { option: &'static str, value: String },
+    #[error("option {option}: {value:?} is not one of {choices}")]
+    NotOneOf { option: &'static str, value: String, choices: String },
+    #[error("option Device: {0}")]
+    Device(#[source] koma_nn::Error),
 }
 
 impl Options {
@@ -238,24 +257,25 @@ impl Options {
 
     /// Applies `setoption name NAME value VALUE`. `Ok(Some(warning))` when the value was
     /// adjusted; `Err` when it was refused (the option keeps its value).
-    pub fn set(&mut self, name: &str, value: &str) -> Result<Option<String>, String> {
+    pub fn set(&mut self, name: &str, value: &str) -> Result<Option<String>, OptionError> {
         let (name, value) = match alias(name, value.trim())? {
             Some((canonical, translated)) => (canonical, translated),
             None => (name, value.trim().to_string()),
         };
         let value = value.as_str();
         let Some(spec) = SPECS.iter().find(|s| s.name.eq_ignore_ascii_case(name)) else {
-            return Err(format!("unknown option {name:?}"));
+            return Err(OptionError::Unknown(name.into()));
         };
         let mut warning = None;
         let parsed = match spec.kind {
             Kind::Check => match value.to_ascii_lowercase().as_str() {
                 "true" | "1" | "on" | "yes" => Value::Bool(true),
                 "false" | "0" | "off" | "no" => Value::Bool(false),
-                _ => return Err(format!("option {}: {value:?} is not true or false", spec.name)),
+                _ => return Err(OptionError::NotABool { option: spec.name, value: value.into() }),
             },
             Kind::Spin { min, max } => {
-                let n: i128 = value.parse().map_err(|_| format!("option {}: {value:?} is not a number", spec.name))?;
+                let n: i128 =
+                    value.parse().map_err(|_| OptionError::NotANumber { option: spec.name, value: value.into() })?;
                 let clamped = n.clamp(min as i128, max as i128) as u64;
                 if clamped as i128 != n {
                     warning = Some(format!("option {}: {n} is outside {min}..={max}, using {clamped}", spec.name));
@@ -266,7 +286,13 @@ impl Options {
                 let lower = value.to_ascii_lowercase();
                 match vars.iter().find(|v| **v == lower) {
                     Some(v) => Value::Text(v.to_string()),
-                    None => return Err(format!("option {}: {value:?} is not one of {}", spec.name, vars.join(", "))),
+                    None => {
+                        return Err(OptionError::NotOneOf {
+                            option: spec.name,
+                            value: value.into(),
+                            choices: vars.join(", "),
+                        })
+                    }
                 }
             }
             Kind::Text | Kind::Filename => Value::Text(value.to_string()),
@@ -278,7 +304,7 @@ impl Options {
             ("UniformStandIn", Value::Bool(b)) => self.uniform_stand_in = b,
             ("Device", Value::Text(t)) => {
                 let t = t.to_ascii_lowercase();
-                t.parse::<koma_nn::DeviceSpec>().map_err(|e| format!("option Device: {e}"))?;
+                t.parse::<koma_nn::DeviceSpec>().map_err(OptionError::Device)?;
                 self.device = t;
             }
             ("Precision", Value::Text(t)) => self.precision = t,
@@ -373,6 +399,11 @@ fn or_empty(text: &str) -> &str {
 mod tests {
     use super::*;
 
+    /// `Options::set` with the refusal as its message.
+    fn set(o: &mut Options, name: &str, value: &str) -> Result<Option<String>, String> {
+        o.set(name, value).map_err(|e| e.to_string())
+    }
+
     #[test]
     fn lists_every_option_with_current_defaults() {
         let mut o = Options::default();
@@ -381,32 +412,32 @@ mod tests {
         assert!(lines.contains(&"option name Model type filename default <empty>".to_string()));
         assert!(lines.contains(&"option name USI_Ponder type check default false".to_string()));
         assert!(lines.iter().any(|l| l.starts_with("option name ImpasseRule type combo default csa27 var csa27")));
-        o.set("model", "/tmp/a b.safetensors").unwrap();
+        set(&mut o, "model", "/tmp/a b.safetensors").unwrap();
         assert!(o.usi_lines().contains(&"option name Model type filename default /tmp/a b.safetensors".to_string()));
     }
 
     #[test]
     fn set_parses_clamps_and_refuses() {
         let mut o = Options::default();
-        assert_eq!(o.set("USI_Ponder", "true"), Ok(None));
+        assert_eq!(set(&mut o, "USI_Ponder", "true"), Ok(None));
         assert!(o.ponder);
-        assert_eq!(o.set("MultiPV", "3"), Ok(None));
+        assert_eq!(set(&mut o, "MultiPV", "3"), Ok(None));
         assert_eq!(o.multipv, 3);
-        assert!(o.set("MultiPV", "0").unwrap().is_some());
+        assert!(set(&mut o, "MultiPV", "0").unwrap().is_some());
         assert_eq!(o.multipv, 1);
-        assert!(o.set("Playouts", "99999999999999999999999999").unwrap().is_some());
-        assert!(o.set("Playouts", "many").is_err());
-        assert!(o.set("Precision", "f64").is_err());
+        assert!(set(&mut o, "Playouts", "99999999999999999999999999").unwrap().is_some());
+        assert!(set(&mut o, "Playouts", "many").is_err());
+        assert!(set(&mut o, "Precision", "f64").is_err());
         assert_eq!(o.precision, "auto");
-        assert!(o.set("Device", "tpu").is_err());
-        assert_eq!(o.set("Device", "CUDA:1"), Ok(None));
+        assert!(set(&mut o, "Device", "tpu").is_err());
+        assert_eq!(set(&mut o, "Device", "CUDA:1"), Ok(None));
         assert_eq!(o.device, "cuda:1");
-        assert!(o.set("NoSuchOption", "1").is_err());
-        assert_eq!(o.set("Model", "<empty>"), Ok(None));
+        assert!(set(&mut o, "NoSuchOption", "1").is_err());
+        assert_eq!(set(&mut o, "Model", "<empty>"), Ok(None));
         assert_eq!(o.model, None);
-        o.set("ImpasseRule", "TRY").unwrap();
+        set(&mut o, "ImpasseRule", "TRY").unwrap();
         assert_eq!(o.rules().impasse, ImpasseRule::Try);
-        o.set("MaxMovesToDraw", "256").unwrap();
+        set(&mut o, "MaxMovesToDraw", "256").unwrap();
         assert_eq!(o.rules().max_plies, 256);
     }
 
@@ -420,27 +451,27 @@ mod tests {
             ("CSARule27H", ImpasseRule::Csa27),
             ("TryRule", ImpasseRule::TryUnconditional),
         ] {
-            assert_eq!(o.set("EnteringKingRule", value), Ok(None));
+            assert_eq!(set(&mut o, "EnteringKingRule", value), Ok(None));
             assert_eq!(o.rules().impasse, rule, "{value}");
         }
-        assert!(o.set("EnteringKingRule", "Sometimes").unwrap_err().contains("CSARule27"));
-        o.set("DNN_Model", "/m/a.safetensors").unwrap();
+        assert!(set(&mut o, "EnteringKingRule", "Sometimes").unwrap_err().contains("CSARule27"));
+        set(&mut o, "DNN_Model", "/m/a.safetensors").unwrap();
         assert_eq!(o.model.as_deref(), Some("/m/a.safetensors"));
-        o.set("DNN_Batch_Size", "64").unwrap();
+        set(&mut o, "DNN_Batch_Size", "64").unwrap();
         assert_eq!(o.batch_size, 64);
         // Per mille in dlshogi, per cent in koma.
-        o.set("Resign_Threshold", "50").unwrap();
+        set(&mut o, "Resign_Threshold", "50").unwrap();
         assert_eq!(o.resign_threshold, 5);
-        assert!(o.set("Resign_Threshold", "lots").is_err());
-        o.set("Draw_Ply", "320").unwrap();
+        assert!(set(&mut o, "Resign_Threshold", "lots").is_err());
+        set(&mut o, "Draw_Ply", "320").unwrap();
         assert_eq!(o.rules().max_plies, 320);
-        o.set("Const_Playout", "800").unwrap();
+        set(&mut o, "Const_Playout", "800").unwrap();
         assert_eq!(o.playouts, 800);
-        o.set("Byoyomi_Margin", "150").unwrap();
+        set(&mut o, "Byoyomi_Margin", "150").unwrap();
         assert_eq!(o.byoyomi_margin, 150);
-        o.set("Mate_Root_Search", "33").unwrap();
+        set(&mut o, "Mate_Root_Search", "33").unwrap();
         assert_eq!(o.mate_root_plies, 33);
-        o.set("DfPn_Hash", "128").unwrap();
+        set(&mut o, "DfPn_Hash", "128").unwrap();
         assert_eq!(o.mate_hash_mib, 128);
         // Aliases are not offered to GUIs.
         assert!(!o.usi_lines().iter().any(|l| l.contains("DNN_Model")));

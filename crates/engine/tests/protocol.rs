@@ -281,7 +281,7 @@ struct BreaksAfter {
 impl Evaluator for BreaksAfter {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         if self.good.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_err() {
-            return Err(EvalError("forward pass failed: CUDA out of memory".into()));
+            return Err(EvalError::failed("forward pass failed: CUDA out of memory"));
         }
         koma_mcts::UniformEvaluator.evaluate(positions)
     }
@@ -473,7 +473,7 @@ fn a_failed_load_is_tried_again_at_the_next_isready() {
     let mut config = EngineConfig::new(Options::default());
     config.loader = Arc::new(move |_key| {
         if counter.fetch_add(1, Ordering::SeqCst) == 0 {
-            Err("CUDA out of memory".to_string())
+            Err(koma_engine::LoadError::WarmUp(EvalError::failed("CUDA out of memory")))
         } else {
             Ok(LoadedNet::uniform("second try"))
         }

@@ -24,5 +24,5 @@ pub mod problems;
 mod table;
 
 pub use dfpn::{DfPn, Limits, Outcome};
-pub use line::verify_mate_line;
+pub use line::{verify_mate_line, NotMate};
 pub use table::DEFAULT_TABLE_MIB;

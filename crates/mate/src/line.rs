@@ -8,28 +8,44 @@ use koma_shogi::{Move, Position};
 /// legal, every attacker move gives check, no position repeats (a repetition is never a forced
 /// mate), and the last position has no legal move. It checks the line, not that every defence
 /// was considered: that is the solver's proof.
-pub fn verify_mate_line(pos: &Position, line: &[Move]) -> Result<(), String> {
+pub fn verify_mate_line(pos: &Position, line: &[Move]) -> Result<(), NotMate> {
     if line.len().is_multiple_of(2) {
-        return Err(format!("a mate line has an odd number of moves, this one {}", line.len()));
+        return Err(NotMate::EvenLength(line.len()));
     }
     let mut pos = pos.clone();
     let mut seen = HashSet::from([pos.hash()]);
     for (i, &m) in line.iter().enumerate() {
+        let ply = i + 1;
         if !pos.is_legal(m) {
-            return Err(format!("move {} ({m}) is not legal in {}", i + 1, pos.to_sfen()));
+            return Err(NotMate::Illegal { ply, mv: m, sfen: pos.to_sfen() });
         }
         if i % 2 == 0 && !pos.gives_check(m) {
-            return Err(format!("attacker move {} ({m}) does not give check in {}", i + 1, pos.to_sfen()));
+            return Err(NotMate::NoCheck { ply, mv: m, sfen: pos.to_sfen() });
         }
         pos.do_move(m);
         if !seen.insert(pos.hash()) {
-            return Err(format!("the position after move {} ({m}) repeats an earlier one", i + 1));
+            return Err(NotMate::Repetition { ply, mv: m });
         }
     }
     if pos.has_legal_move() {
-        return Err(format!("the defender still has a legal move at the end: {}", pos.to_sfen()));
+        return Err(NotMate::Escape { sfen: pos.to_sfen() });
     }
     Ok(())
+}
+
+/// Why a line is not a mate: what [`verify_mate_line`] found, and where.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NotMate {
+    #[error("a mate line has an odd number of moves, this one {0}")]
+    EvenLength(usize),
+    #[error("move {ply} ({mv}) is not legal in {sfen}")]
+    Illegal { ply: usize, mv: Move, sfen: String },
+    #[error("attacker move {ply} ({mv}) does not give check in {sfen}")]
+    NoCheck { ply: usize, mv: Move, sfen: String },
+    #[error("the position after move {ply} ({mv}) repeats an earlier one")]
+    Repetition { ply: usize, mv: Move },
+    #[error("the defender still has a legal move at the end: {sfen}")]
+    Escape { sfen: String },
 }
 
 #[cfg(test)]
@@ -46,13 +62,14 @@ mod tests {
         assert_eq!(verify_mate_line(&pos, &moves("G*5b")), Ok(()));
         // Not mate: the king escapes.
         let err = verify_mate_line(&pos, &moves("G*4b")).unwrap_err();
-        assert!(err.contains("still has a legal move"), "{err}");
+        assert!(matches!(err, NotMate::Escape { .. }) && err.to_string().contains("still has a legal move"), "{err}");
         // Not a check.
         let err = verify_mate_line(&pos, &moves("G*9a")).unwrap_err();
-        assert!(err.contains("does not give check"), "{err}");
+        assert!(matches!(err, NotMate::NoCheck { ply: 1, .. }) && err.to_string().contains("does not give check"));
         // Not legal (no rook in hand).
         let err = verify_mate_line(&pos, &moves("R*5b")).unwrap_err();
-        assert!(err.contains("not legal"), "{err}");
-        assert!(verify_mate_line(&pos, &[]).unwrap_err().contains("odd number"));
+        assert!(matches!(err, NotMate::Illegal { ply: 1, .. }) && err.to_string().contains("not legal"), "{err}");
+        assert_eq!(verify_mate_line(&pos, &[]), Err(NotMate::EvenLength(0)));
+        assert!(NotMate::EvenLength(0).to_string().contains("odd number"));
     }
 }

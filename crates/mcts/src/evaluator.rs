@@ -1,6 +1,8 @@
 //! The interface between search and whatever judges positions (a network, a material count, a
 //! test double). Search never depends on tch: it only sees this trait.
 
+use std::sync::Arc;
+
 use koma_shogi::Position;
 
 /// What an evaluator says about a position, from the side to move's point of view.
@@ -28,22 +30,39 @@ impl Evaluation {
 
 /// Why an evaluator could not judge a batch: the network failed, returned non-finite numbers, or
 /// its service has stopped. Search stops with it; nothing guessed takes the network's place.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EvalError(pub String);
-
-impl std::fmt::Display for EvalError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// Cloned to every search that waits on the failed batch, so causes are shared, not boxed.
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The evaluator's own failure (a forward pass, CUDA out of memory), its cause kept.
+    #[error("{0}")]
+    Failed(Arc<dyn std::error::Error + Send + Sync>),
+    /// The evaluator panicked (libtorch panics on CUDA out-of-memory, for one).
+    #[error("the evaluator panicked: {0}")]
+    Panicked(String),
+    #[error("{evaluator} answered {answered} evaluations for {positions} positions")]
+    WrongCount { evaluator: String, answered: usize, positions: usize },
+    #[error("{evaluator} returned non-finite values (NaN or infinity) for {bad} of {positions} positions")]
+    NonFinite { evaluator: String, bad: usize, positions: usize },
+    /// The inference service has stopped (its thread ended) without a recorded failure.
+    #[error("the inference thread has stopped")]
+    Stopped,
+    /// Whoever owns the search stopped it (a match cancelled, an engine's `stop`).
+    #[error("{0}")]
+    Cancelled(&'static str),
+    /// A failure of the named model.
+    #[error("model {model}: {source}")]
+    Model { model: String, source: Box<EvalError> },
 }
 
-impl std::error::Error for EvalError {}
-
 impl EvalError {
-    /// The error of an evaluator that panicked (libtorch panics on CUDA out-of-memory, for one),
-    /// from the payload `catch_unwind` returns.
+    /// An evaluator's failure from any error or message.
+    pub fn failed(cause: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> EvalError {
+        EvalError::Failed(Arc::from(cause.into()))
+    }
+
+    /// The error of an evaluator that panicked, from the payload `catch_unwind` returns.
     pub fn from_panic(payload: &(dyn std::any::Any + Send)) -> EvalError {
-        EvalError(format!("the evaluator panicked: {}", koma_base::stop::panic_message(payload)))
+        EvalError::Panicked(koma_base::stop::panic_message(payload))
     }
 }
 
@@ -57,16 +76,11 @@ pub trait Evaluator: Send + Sync {
 /// and W/D/L share finite. `source` names the evaluator in the error.
 pub fn check_evaluations(source: &str, positions: usize, evaluations: &[Evaluation]) -> Result<(), EvalError> {
     if evaluations.len() != positions {
-        return Err(EvalError(format!(
-            "{source} answered {} evaluations for {positions} positions",
-            evaluations.len()
-        )));
+        return Err(EvalError::WrongCount { evaluator: source.into(), answered: evaluations.len(), positions });
     }
     let bad = evaluations.iter().filter(|e| !e.wdl.iter().chain(&e.priors).all(|x| x.is_finite())).count();
     if bad > 0 {
-        return Err(EvalError(format!(
-            "{source} returned non-finite values (NaN or infinity) for {bad} of {positions} positions"
-        )));
+        return Err(EvalError::NonFinite { evaluator: source.into(), bad, positions });
     }
     Ok(())
 }

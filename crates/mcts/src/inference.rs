@@ -127,9 +127,7 @@ impl InferenceClient {
     /// (the model's error, not just "stopped"): a caller keeps the first error that reaches it,
     /// and that should say why.
     pub fn receive(&self, pending: Pending) -> Result<Vec<Evaluation>, EvalError> {
-        pending.0.recv().unwrap_or_else(|_| {
-            Err(recorded(&self.failure).unwrap_or_else(|| EvalError("the inference thread has stopped".into())))
-        })
+        pending.0.recv().unwrap_or_else(|_| Err(recorded(&self.failure).unwrap_or_else(|| EvalError::Stopped)))
     }
 }
 
@@ -246,8 +244,13 @@ fn evaluate_guarded(
 ) -> Result<Vec<Evaluation>, EvalError> {
     let evaluations = match catch_unwind(AssertUnwindSafe(|| evaluator.evaluate(positions))) {
         Ok(Ok(evaluations)) => evaluations,
-        Ok(Err(e)) => return Err(EvalError(format!("model {model}: {e}"))),
-        Err(panic) => return Err(EvalError(format!("model {model}: {}", EvalError::from_panic(panic.as_ref())))),
+        Ok(Err(e)) => return Err(EvalError::Model { model: model.into(), source: Box::new(e) }),
+        Err(panic) => {
+            return Err(EvalError::Model {
+                model: model.into(),
+                source: Box::new(EvalError::from_panic(panic.as_ref())),
+            })
+        }
     };
     check_evaluations(&format!("model {model}"), positions.len(), &evaluations)?;
     Ok(evaluations)

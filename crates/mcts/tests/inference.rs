@@ -60,7 +60,7 @@ impl Evaluator for FailsWhenReleased {
     fn evaluate(&self, _: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let _ = self.entered.send(());
         let _ = self.release.recv();
-        Err(EvalError("CUDA out of memory".into()))
+        Err(EvalError::failed("CUDA out of memory"))
     }
 }
 
@@ -80,7 +80,7 @@ fn a_request_queued_behind_a_failing_batch_gets_the_cause_not_just_stopped() {
     std::thread::sleep(Duration::from_millis(100));
     release.send(()).unwrap();
     for answer in [in_batch, queued] {
-        let error = answer.join().unwrap().unwrap_err().0;
+        let error = answer.join().unwrap().unwrap_err().to_string();
         assert!(error.contains("model-00000300") && error.contains("CUDA out of memory"), "{error}");
     }
 }
@@ -89,7 +89,7 @@ struct AlwaysFails;
 
 impl Evaluator for AlwaysFails {
     fn evaluate(&self, _: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
-        Err(EvalError("CUDA out of memory".into()))
+        Err(EvalError::failed("CUDA out of memory"))
     }
 }
 
@@ -101,8 +101,8 @@ fn a_caller_that_got_the_error_finds_the_service_stopped() {
         let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(AlwaysFails), "model-7"), 1);
         assert!(server.is_serving());
         let error = server.client().evaluate(&[&Position::startpos()]).unwrap_err();
-        assert!(error.0.contains("CUDA out of memory"), "{error}");
+        assert!(error.to_string().contains("CUDA out of memory"), "{error}");
         assert!(!server.is_serving(), "the error arrived before the service recorded it");
-        assert_eq!(server.failure(), Some(error));
+        assert_eq!(server.failure().map(|e| e.to_string()), Some(error.to_string()));
     }
 }

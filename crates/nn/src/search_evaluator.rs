@@ -23,6 +23,6 @@ impl SharedNetwork {
 
 impl Evaluator for SharedNetwork {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
-        SharedNetwork::evaluate(self, positions).map_err(|e| EvalError(e.to_string()))
+        SharedNetwork::evaluate(self, positions).map_err(EvalError::failed)
     }
 }

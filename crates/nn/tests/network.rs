@@ -214,7 +214,15 @@ fn non_finite_outputs_are_an_error_naming_the_network_and_the_count() {
     let shared = SharedNetwork::new(net);
     let refs: Vec<&Position> = ps.iter().collect();
     let error = koma_mcts::Evaluator::evaluate(&shared, &refs).expect_err("NaN became evaluations");
-    assert!(error.0.contains("non-finite") && error.0.contains("5 of 5"), "{error}");
+    let text = error.to_string();
+    assert!(text.contains("non-finite") && text.contains("5 of 5"), "{text}");
+    // The network's own error is kept as the cause, not flattened into text.
+    match &error {
+        koma_mcts::EvalError::Failed(cause) => {
+            assert!(matches!(cause.downcast_ref::<Error>(), Some(Error::NonFinite { positions: 5, .. })), "{cause:?}")
+        }
+        other => panic!("expected the network's failure, got {other:?}"),
+    }
 }
 
 #[test]

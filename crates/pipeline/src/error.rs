@@ -20,8 +20,42 @@ pub enum PipelineError {
     Train(#[from] koma_train::TrainError),
     #[error("shards: {0}")]
     Data(#[from] koma_data::DataError),
+    #[error("self-play records: {0}")]
+    Records(#[from] koma_selfplay::RecordError),
+    /// Self-play stopped with an error; the games it finished are in the shards.
+    #[error("{source} ({written} finished games were written)")]
+    SelfPlay { written: usize, source: koma_selfplay::SelfPlayError },
+    #[error("arena: {0}")]
+    Match(#[from] koma_arena::error::MatchError),
+    #[error(transparent)]
+    Results(#[from] koma_arena::error::ResultsError),
+    #[error(transparent)]
+    Player(#[from] PlayerNameError),
     #[error("{stage}: {message}")]
     Stage { stage: &'static str, message: String },
+    /// A stage's error, with the stage named in front (`self-play: shards: …`) and the error
+    /// itself kept as the source, so its kind and cause survive to the CLI.
+    #[error("{stage}: {source}")]
+    InStage { stage: &'static str, source: Box<PipelineError> },
+}
+
+impl PipelineError {
+    /// The stage this error names, if it names one.
+    pub fn stage(&self) -> Option<&'static str> {
+        match self {
+            PipelineError::Stage { stage, .. } | PipelineError::InStage { stage, .. } => Some(stage),
+            _ => None,
+        }
+    }
+}
+
+/// A player name (`greedy`, `mcts-material@32`, `NAME@500ms`) that names no player.
+#[derive(Debug, thiserror::Error)]
+pub enum PlayerNameError {
+    #[error("player {spec:?}: budget {budget:?} is neither simulations (800) nor time (500ms)")]
+    Budget { spec: String, budget: String },
+    #[error("{0:?} is not a reference player (random, greedy, mcts-material[@N])")]
+    NotReference(String),
 }
 
 pub type Result<T> = std::result::Result<T, PipelineError>;

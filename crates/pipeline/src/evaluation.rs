@@ -66,8 +66,9 @@ impl<'a> MatchRunner<'a> {
                 rules,
                 &self.config.evaluation_options()?,
             )?,
-            Contestant::Reference(r) => reference_factory(r, simulations, rules)
-                .map_err(|message| PipelineError::Config { origin: "[arena] references".into(), message })?,
+            Contestant::Reference(r) => reference_factory(r, simulations, rules).map_err(|message| {
+                PipelineError::Config { origin: "[arena] references".into(), message: message.to_string() }
+            })?,
         };
         self.factories.insert(who.clone(), f.clone());
         Ok(f)
@@ -118,8 +119,7 @@ impl<'a> MatchRunner<'a> {
             records: keep_games.then(|| self.run.arena_games()),
             cancel: Some(self.cancel.clone()),
         };
-        let state = run_match(fa, fb, &match_config, &mut |_, s| on_game(s.played))
-            .map_err(|e| PipelineError::Stage { stage: "arena", message: e.message })?;
+        let state = run_match(fa, fb, &match_config, &mut |_, s| on_game(s.played))?;
         Ok(MatchSummary::from_state(&state))
     }
 }
@@ -152,7 +152,7 @@ pub fn update_ratings(run: &RunDir, config: &PipelineConfig) -> Result<Vec<Ratin
     if !results.is_file() {
         return Ok(Vec::new());
     }
-    let games = read_results(&results).map_err(|message| PipelineError::Run { path: results.clone(), message })?;
+    let games = read_results(&results)?;
     let anchor = match run.model_zero()? {
         Some(m0) => checkpoint_player_name(&m0.path, Budget::Simulations(config.arena.simulations)),
         None => String::new(),

@@ -300,15 +300,15 @@ fn stage_outcomes(
 /// Names the stage in an error that does not name one yet (`shards: …` becomes
 /// `self-play: shards: …`), so a run's error always says which stage failed.
 fn in_stage(stage: &'static str) -> impl Fn(PipelineError) -> PipelineError {
-    move |error| match error {
-        PipelineError::Stage { .. } => error,
-        other => PipelineError::Stage { stage, message: other.to_string() },
+    move |error| match error.stage() {
+        Some(_) => error,
+        None => PipelineError::InStage { stage, source: Box::new(error) },
     }
 }
 
 /// Logs a stage failure as it is returned, so the log file has it too.
 fn log_failure(error: PipelineError) -> PipelineError {
-    tracing::error!("the run stopped: {error}");
+    tracing::error!("the run stopped: {}", koma_base::error::Report(&error));
     error
 }
 
@@ -363,5 +363,25 @@ mod tests {
             Some("evaluator"),
         );
         assert_eq!(outcome.err().unwrap().to_string(), "evaluator: first");
+    }
+
+    #[test]
+    fn a_stage_error_keeps_its_cause() {
+        let full = std::io::Error::new(std::io::ErrorKind::StorageFull, "No space left on device");
+        let shard = PipelineError::Data(koma_data::DataError::Io { path: "s/0.h5".into(), source: full });
+        let error = in_stage("self-play")(shard);
+        assert_eq!(error.to_string(), "self-play: shards: s/0.h5: No space left on device");
+        // The chain reaches the io::Error, so its kind (a full disk) is not lost in the wrapping.
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&error);
+        let mut kinds = Vec::new();
+        while let Some(e) = cause {
+            kinds.extend(e.downcast_ref::<std::io::Error>().map(std::io::Error::kind));
+            cause = e.source();
+        }
+        assert_eq!(kinds, [std::io::ErrorKind::StorageFull]);
+        // And the CLI's report says each link once.
+        assert_eq!(koma_base::error::Report(&error).to_string(), "self-play: shards: s/0.h5: No space left on device");
+        // A stage already named is not named twice.
+        assert_eq!(in_stage("trainer")(error).to_string(), "self-play: shards: s/0.h5: No space left on device");
     }
 }

@@ -11,13 +11,13 @@ use koma_mcts::{Evaluator, InferenceServer};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_shogi::rules::GameRules;
 
-use crate::error::Result;
+use crate::error::{PlayerNameError, Result};
 
 /// Leaves one search adds to a batch (virtual loss keeps them distinct).
 const SEARCH_BATCH: usize = 16;
 
 /// `NAME@800` (simulations) or `NAME@500ms` (time per move); no `@`: `default_simulations`.
-pub fn split_budget(spec: &str, default_simulations: u32) -> std::result::Result<(&str, Budget), String> {
+pub fn split_budget(spec: &str, default_simulations: u32) -> std::result::Result<(&str, Budget), PlayerNameError> {
     match spec.split_once('@') {
         Some((name, b)) => {
             let parsed = match b.strip_suffix("ms") {
@@ -26,7 +26,7 @@ pub fn split_budget(spec: &str, default_simulations: u32) -> std::result::Result
             };
             parsed
                 .map(|budget| (name, budget))
-                .map_err(|_| format!("player {spec:?}: budget {b:?} is neither simulations (800) nor time (500ms)"))
+                .map_err(|_| PlayerNameError::Budget { spec: spec.into(), budget: b.into() })
         }
         None => Ok((spec, Budget::Simulations(default_simulations))),
     }
@@ -45,7 +45,7 @@ pub fn reference_factory(
     spec: &str,
     default_simulations: u32,
     rules: GameRules,
-) -> std::result::Result<PlayerFactory, String> {
+) -> std::result::Result<PlayerFactory, PlayerNameError> {
     let (name, budget) = split_budget(spec, default_simulations)?;
     let label = format!("{name}@{}", budget_label(budget));
     match name {
@@ -55,7 +55,7 @@ pub fn reference_factory(
             Ok(Box::new(MctsPlayer::with_budget(&label, Arc::new(MaterialEvaluator), budget, 8, rules, seed))
                 as Box<dyn Player>)
         })),
-        _ => Err(format!("{spec:?} is not a reference player (random, greedy, mcts-material[@N])")),
+        _ => Err(PlayerNameError::NotReference(spec.into())),
     }
 }
 
@@ -95,7 +95,7 @@ mod tests {
         assert_eq!(split_budget("greedy", 50).unwrap(), ("greedy", Budget::Simulations(50)));
         assert_eq!(split_budget("m@800", 50).unwrap(), ("m", Budget::Simulations(800)));
         assert_eq!(split_budget("m@20ms", 50).unwrap(), ("m", Budget::Millis(20)));
-        assert!(split_budget("m@fast", 50).unwrap_err().contains("fast"));
+        assert!(split_budget("m@fast", 50).unwrap_err().to_string().contains("fast"));
         assert!(reference_factory("greedy", 8, GameRules::default()).is_ok());
         assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
     }

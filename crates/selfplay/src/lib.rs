@@ -6,6 +6,7 @@
 //! through a [`RecordWriter`] tee that also saves each game as a KIF or CSA record.
 
 mod config;
+mod error;
 mod game;
 mod openings;
 mod records;
@@ -22,6 +23,7 @@ use koma_data::GameSamples;
 use koma_mcts::{EvaluatorSlot, InferenceCounts, InferenceServer};
 
 pub use config::SelfPlayConfig;
+pub use error::{RecordError, SelfPlayError};
 pub use openings::StartPositions;
 pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWriter};
 pub use stats::SelfPlayStats;
@@ -48,17 +50,13 @@ pub fn run(
     stop: Arc<AtomicBool>,
     every: Duration,
     on_progress: &mut dyn FnMut(&Progress),
-) -> Result<SelfPlayStats, String> {
-    let rules = config.rules()?;
+) -> Result<SelfPlayStats, SelfPlayError> {
+    let rules = config.rules().map_err(SelfPlayError::Config)?;
     if slots.is_empty() {
-        return Err("self-play needs at least one evaluator".into());
+        return Err(SelfPlayError::NoEvaluator);
     }
     if slots.len() > config.workers.max(1) {
-        return Err(format!(
-            "{} devices but {} worker(s): each device needs at least one worker (raise [selfplay] workers)",
-            slots.len(),
-            config.workers.max(1)
-        ));
+        return Err(SelfPlayError::FewerWorkersThanDevices { devices: slots.len(), workers: config.workers.max(1) });
     }
     // Callers that record the seed decide it first (`SelfPlayConfig::seeded`).
     let seed = config.seed.unwrap_or_else(seed::fresh_seed);
@@ -105,11 +103,12 @@ pub fn run(
         for (w, handle) in handles.into_iter().enumerate() {
             let error = match handle.join() {
                 Ok(Ok(())) => continue,
-                Ok(Err(worker::WorkerError::Inference(e))) => format!("inference: {e}"),
-                Ok(Err(worker::WorkerError::SinkClosed)) => {
-                    "the shard writer stopped taking games (it failed; its error says why)".into()
-                }
-                Err(panic) => format!("worker {w} panicked: {}", koma_base::stop::panic_message(panic.as_ref())),
+                Ok(Err(worker::WorkerError::Inference(e))) => SelfPlayError::Inference(e),
+                Ok(Err(worker::WorkerError::SinkClosed)) => SelfPlayError::SinkClosed,
+                Err(panic) => SelfPlayError::Panicked {
+                    thread: format!("worker {w}"),
+                    message: koma_base::stop::panic_message(panic.as_ref()),
+                },
             };
             first_error.get_or_insert(error);
         }

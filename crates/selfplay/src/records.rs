@@ -31,6 +31,8 @@ use koma_data::{flags, GameSamples};
 use koma_shogi::record::{write_games, Format, GameRecord, RecordMove};
 use koma_shogi::{Color, EndReason, Position};
 
+use crate::error::RecordError;
+
 /// The record formats a [`RecordWriter`] writes: `Kif` (Shift_JIS `.kif`), `Kifu` (UTF-8
 /// `.kifu`), `Ki2`, `Csa`, `Usi` and `Sfen` (one line per file).
 pub use koma_shogi::record::Format as RecordFormat;
@@ -60,12 +62,13 @@ pub struct RecordSummary {
 impl RecordWriter {
     /// A writer of `format` records under `dir` (created if missing), files named
     /// `game-PREFIX-NNNNNN.EXT`.
-    pub fn new(dir: impl AsRef<Path>, format: Format, prefix: &str) -> Result<RecordWriter, String> {
+    pub fn new(dir: impl AsRef<Path>, format: Format, prefix: &str) -> Result<RecordWriter, RecordError> {
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let folder = |source| RecordError::Folder { path: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(folder)?;
         let stem = format!("game-{prefix}-");
         let mut next = 0;
-        let entries = std::fs::read_dir(&dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let entries = std::fs::read_dir(&dir).map_err(folder)?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let number = name.strip_prefix(&stem).and_then(|r| r.split('.').next()).and_then(|n| n.parse::<u64>().ok());
@@ -90,14 +93,14 @@ impl RecordWriter {
     }
 
     /// Writes `game` as the next record file and returns its path.
-    pub fn write(&mut self, game: &GameSamples) -> Result<PathBuf, String> {
+    pub fn write(&mut self, game: &GameSamples) -> Result<PathBuf, RecordError> {
         let record = game_record(game)?;
         let bytes = write_games(std::slice::from_ref(&record), self.format)
-            .map_err(|e| format!("self-play game record: {e}"))?;
+            .map_err(|source| RecordError::Game { start: game.start_sfen.clone(), source })?;
         let name = format!("game-{}-{:06}.{}", self.prefix, self.next, self.format.extension());
         let path = self.dir.join(&name);
         // No half record left behind (a full disk, a file-size limit).
-        koma_base::durable::write(&path, &bytes).map_err(|e| e.to_string())?;
+        koma_base::durable::write(&path, &bytes)?;
         self.next += 1;
         self.written += 1;
         Ok(path)
@@ -160,12 +163,12 @@ impl Drop for RecordTee {
 
 /// The record of a finished self-play game: its start, every move (checked for legality), the
 /// result, the model as both players, and the search's root value on every fully searched move.
-pub fn game_record(game: &GameSamples) -> Result<GameRecord, String> {
-    let start =
-        Position::from_sfen(&game.start_sfen).map_err(|e| format!("start position {:?}: {e}", game.start_sfen))?;
+pub fn game_record(game: &GameSamples) -> Result<GameRecord, RecordError> {
+    let start = Position::from_sfen(&game.start_sfen)
+        .map_err(|source| RecordError::Start { start: game.start_sfen.clone(), source })?;
     let mut record = GameRecord::new(start.clone());
     for &mv in &game.moves {
-        record.push(mv).map_err(|e| format!("self-play game from {:?}: {e}", game.start_sfen))?;
+        record.push(mv).map_err(|source| RecordError::Game { start: game.start_sfen.clone(), source })?;
     }
     let mut side = start.side_to_move();
     let sides: Vec<Color> = (0..game.moves.len())
@@ -345,7 +348,8 @@ mod tests {
         for step in [Step::Create, Step::Write, Step::SyncFile, Step::Rename] {
             fail_next(dir.path(), step);
             let e = writer.write(&g).unwrap_err();
-            assert!(e.contains("game-f-000001.csa"), "{step:?}: {e}");
+            assert!(e.to_string().contains("game-f-000001.csa"), "{step:?}: {e}");
+            assert!(matches!(e, RecordError::Write(ref w) if w.step == step), "{step:?}: {e:?}");
             let mut names: Vec<String> = std::fs::read_dir(dir.path())
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

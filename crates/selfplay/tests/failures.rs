@@ -32,7 +32,7 @@ impl Evaluator for FailsAt {
             return Ok(answer);
         }
         match self.how {
-            Failure::Error => Err(EvalError("forward pass failed: CUDA out of memory".into())),
+            Failure::Error => Err(EvalError::failed("forward pass failed: CUDA out of memory")),
             Failure::NaN => {
                 answer[0].wdl = [f32::NAN, 0.0, 0.0];
                 Ok(answer)
@@ -77,7 +77,7 @@ fn fail(how: Failure, fail_at: usize) -> (String, usize) {
     );
     assert!(started.elapsed() < Duration::from_secs(30), "self-play took {:?} to notice", started.elapsed());
     let error = result.expect_err("self-play went on with a failing network");
-    (error, receiver.try_iter().count())
+    (error.to_string(), receiver.try_iter().count())
 }
 
 #[test]

@@ -180,7 +180,7 @@ fn workers_spread_over_several_devices() {
         &mut |_| {},
     )
     .unwrap_err();
-    assert!(err.contains("2 devices but 1 worker"), "{err}");
+    assert!(err.to_string().contains("2 devices but 1 worker"), "{err}");
 }
 
 #[test]

@@ -44,7 +44,7 @@ done"#
 }
 
 pub fn engine_factory(config: UsiEngineConfig) -> PlayerFactory {
-    Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>))
+    Arc::new(move |_| Ok(Box::new(UsiEngine::start(config.clone())?) as Box<dyn Player>))
 }
 
 /// `games` games (in colour-swapped pairs), one at a time, from the normal position.

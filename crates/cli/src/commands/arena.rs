@@ -173,7 +173,7 @@ fn result_json(state: &koma_arena::matches::MatchState, args: &Args) -> serde_js
     })
 }
 
-fn duration(text: &str) -> std::result::Result<Duration, String> {
+fn duration(text: &str) -> std::result::Result<Duration, koma_arena::error::SpecError> {
     parse_duration(text)
 }
 
@@ -185,7 +185,6 @@ fn engine_time_control(args: &Args) -> Result<TimeControl> {
         return Ok(TimeControl::byoyomi_only(Duration::from_secs(1)));
     }
     TimeControl::new(main.unwrap_or_default(), byoyomi.unwrap_or_default(), increment.unwrap_or_default())
-        .map_err(anyhow::Error::msg)
         .context("--main-time/--byoyomi/--increment")
 }
 
@@ -208,7 +207,7 @@ fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: Game
                 startup_timeout: Duration::from_secs(60),
                 working_dir: spec.dir.clone(),
             };
-            return Ok(Arc::new(move |_| UsiEngine::start(config.clone()).map(|e| Box::new(e) as Box<dyn Player>)));
+            return Ok(Arc::new(move |_| Ok(Box::new(UsiEngine::start(config.clone())?) as Box<dyn Player>)));
         }
         PlayerKind::Builtin(text) => builtin_factory(text, args.simulations, rules, &args.run)?,
     };
@@ -225,7 +224,7 @@ fn builtin_factory(spec: &str, simulations: u32, rules: GameRules, run: &RunArgs
     if let Ok(reference) = reference_factory(spec, simulations, rules) {
         return Ok(reference);
     }
-    let (path, budget) = split_budget(spec, simulations).map_err(anyhow::Error::msg)?;
+    let (path, budget) = split_budget(spec, simulations)?;
     let path = PathBuf::from(path);
     if !path.exists() {
         bail!("player {spec:?}: not random, greedy, mcts-material, usi:…, file:….toml or an existing checkpoint");
@@ -241,13 +240,13 @@ fn entrants(args: &Args, rules: GameRules) -> Result<Vec<Entrant>> {
     let mut out: Vec<Entrant> = Vec::new();
     for (k, (text, options)) in args.players.0.iter().enumerate() {
         let context = || format!("--player {text:?} (player {})", k + 1);
-        let mut spec = parse_player(text).map_err(anyhow::Error::msg).with_context(context)?;
+        let mut spec = parse_player(text).with_context(context)?;
         for option in options {
-            let (name, value) = parse_option(option).map_err(anyhow::Error::msg).with_context(context)?;
-            spec.set_option(&name, &value).map_err(anyhow::Error::msg).with_context(context)?;
+            let (name, value) = parse_option(option).with_context(context)?;
+            spec.set_option(&name, &value).with_context(context)?;
         }
         let built = factory(&spec, args, engine_time, rules).with_context(context)?;
-        let own = built(0).map_err(anyhow::Error::msg).with_context(context)?.name();
+        let own = built(0).map_err(anyhow::Error::from_boxed).with_context(context)?.name();
         let mut name = own.clone();
         let mut n = 1;
         while out.iter().any(|e| e.name == name) {
@@ -301,7 +300,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         (None, None) => Vec::new(),
     };
-    let sprt = args.sprt.as_deref().map(Sprt::parse).transpose().map_err(anyhow::Error::msg)?;
+    let sprt = args.sprt.as_deref().map(Sprt::parse).transpose()?;
     let entrants = entrants(&args, rules)?;
     let config = MatchConfig {
         games: args.games,
@@ -334,8 +333,7 @@ fn run_two(args: &Args, entrants: &[Entrant], config: &MatchConfig) -> Result<()
         let elo = s.elo().map(|e| format!("Elo {:+.0} ± {:.0}", e.elo, e.margin())).unwrap_or_default();
         let llr = s.llr.map(|l| format!("  LLR {l:.2}")).unwrap_or_default();
         bar.set_message(format!("+{} ={} -{}  score {:.3}  {elo}{llr}", s.wins, s.draws, s.losses, s.score()));
-    })
-    .map_err(|e| anyhow::Error::msg(e.message))?;
+    })?;
     bar.finish_and_clear();
     interrupted_note(state.played);
     if args.json {
@@ -388,8 +386,7 @@ fn run_many(args: &Args, format: Format, entrants: &[Entrant], config: &MatchCon
             s.draws,
             s.losses
         ));
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     bar.finish_and_clear();
     interrupted_note(tournament.games);
     if args.json {
@@ -437,7 +434,7 @@ fn failed_pairings(tournament: &Tournament) -> Result<()> {
     if tournament.failed.is_empty() {
         return Ok(());
     }
-    let errors: Vec<&str> = tournament.failed.iter().map(|f| f.error.as_str()).collect();
+    let errors: Vec<String> = tournament.failed.iter().map(|f| f.describe(&tournament.players)).collect();
     bail!(
         "{} of {} pairings failed (their finished games are rated above): {}",
         tournament.failed.len(),
@@ -495,7 +492,7 @@ fn tournament_json(t: &Tournament, args: &Args) -> serde_json::Value {
                 serde_json::json!({
                     "a": t.players[f.a],
                     "b": t.players[f.b],
-                    "error": f.error,
+                    "error": f.describe(&t.players),
                     "games": s.played,
                     "wins": s.wins,
                     "draws": s.draws,

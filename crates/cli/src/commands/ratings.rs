@@ -26,7 +26,7 @@ pub struct Args {
 
 fn read_results(path: &Path, out: &mut Vec<GameOutcome>) -> Result<()> {
     let file = if path.is_dir() { RunLayout::new(path).arena_results() } else { path.to_path_buf() };
-    out.extend(koma_arena::ratings::read_results(&file).map_err(anyhow::Error::msg)?);
+    out.extend(koma_arena::ratings::read_results(&file)?);
     Ok(())
 }
 

@@ -160,11 +160,9 @@ pub fn run(args: Args) -> Result<()> {
         vec![(koma_selfplay::seed::SEED_ATTRIBUTE.to_string(), seed.to_string())],
     )?;
     let records = match &args.records {
-        Some(dir) => Some(
-            koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix)
-                .map_err(anyhow::Error::msg)?
-                .spawn_tee(writer.sender()),
-        ),
+        Some(dir) => {
+            Some(koma_selfplay::RecordWriter::new(dir, args.record_format, &prefix)?.spawn_tee(writer.sender()))
+        }
         None => None,
     };
     let bar = ProgressBar::new(args.games as u64);
@@ -198,7 +196,7 @@ pub fn run(args: Args) -> Result<()> {
     let records = records.map(|r| r.finish());
     let written = writer.finish()?;
     let stats =
-        result.map_err(|e| anyhow::anyhow!("self-play: {e} ({} games written to {})", written.games, out.display()))?;
+        result.with_context(|| format!("self-play ({} finished games written to {})", written.games, out.display()))?;
     let seconds = started.elapsed().as_secs_f64();
     if args.json {
         println!(

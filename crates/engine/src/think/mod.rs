@@ -242,7 +242,7 @@ impl Job {
             Some(Ok(net)) => net,
             Some(Err(error)) => {
                 // No network, no guess: say why, every move, and resign.
-                self.out.warn(&format!("error: {error}"));
+                self.out.warn(&format!("error: {}", koma_base::error::Report(error.as_ref())));
                 return Answer::Resign;
             }
             None => {

@@ -263,11 +263,11 @@ impl Search {
             let refs: Vec<&Position> = snapshots.iter().collect();
             let evaluations = evaluator.evaluate(&refs)?;
             if evaluations.len() != leaves.len() {
-                return Err(EvalError(format!(
-                    "the evaluator answered {} evaluations for {} positions",
-                    evaluations.len(),
-                    leaves.len()
-                )));
+                return Err(EvalError::WrongCount {
+                    evaluator: "the evaluator".into(),
+                    answered: evaluations.len(),
+                    positions: leaves.len(),
+                });
             }
             for (&leaf, e) in leaves.iter().zip(&evaluations) {
                 self.complete(leaf, e);

@@ -46,9 +46,10 @@ pub fn player_name(c: &Contestant, simulations: u32) -> String {
         Contestant::Model(m) => checkpoint_player_name(&m.path, Budget::Simulations(simulations)),
         Contestant::Reference(r) => {
             crate::players::reference_factory(r, simulations, koma_shogi::rules::GameRules::default())
-                .and_then(|f| f(0))
+                .ok()
+                .and_then(|f| f(0).ok())
                 .map(|p| p.name())
-                .unwrap_or_else(|_| r.clone())
+                .unwrap_or_else(|| r.clone())
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use koma_arena::ratings::{fit, read_results, GameOutcome, Rating};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{PipelineError, Result};
+use crate::error::Result;
 use crate::experiment::matches::{curve_checkpoints, minutes, model_player, player_name};
 use crate::experiment::replicates::{summarize, ReplicateSummary};
 use crate::experiment::spec::{BudgetKind, ExperimentSpec, Variant, ANCHOR};
@@ -124,7 +124,7 @@ fn read_games(path: &Path) -> Result<Vec<GameOutcome>> {
     if !path.is_file() {
         return Ok(Vec::new());
     }
-    read_results(path).map_err(|message| PipelineError::Run { path: path.to_path_buf(), message })
+    Ok(read_results(path)?)
 }
 
 /// Self-play games and samples in a run's shards (unreadable shards are skipped).

@@ -289,7 +289,7 @@ impl ExperimentSpec {
         }
         for r in &self.references {
             reference_factory(r, self.simulations, koma_shogi::rules::GameRules::default())
-                .map_err(|e| bad("references", e))?;
+                .map_err(|e| bad("references", e.to_string()))?;
         }
         if self.variants.len() < 2 {
             return Err(bad(

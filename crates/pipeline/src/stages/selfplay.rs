@@ -14,7 +14,7 @@ use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::seed::SEED_ATTRIBUTE;
-use koma_selfplay::{RecordWriter, SelfPlayStats, StartPositions};
+use koma_selfplay::{RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
 use crate::config::PipelineConfig;
@@ -258,8 +258,7 @@ fn play(
     let records = match config.run.records {
         None => None,
         Some(format) => {
-            let records = RecordWriter::new(run.records_dir(), format, prefix)
-                .map_err(|message| PipelineError::Stage { stage: "self-play records", message })?;
+            let records = RecordWriter::new(run.records_dir(), format, prefix)?;
             Some(records.spawn_tee(writer.sender()))
         }
     };
@@ -351,8 +350,10 @@ fn play(
         drop(stop_follower);
         match follower.join() {
             Ok(()) => result,
-            Err(panic) => result
-                .and(Err(format!("the model follower panicked: {}", koma_base::stop::panic_message(panic.as_ref())))),
+            Err(panic) => result.and(Err(SelfPlayError::Panicked {
+                thread: "the model follower".into(),
+                message: koma_base::stop::panic_message(panic.as_ref()),
+            })),
         }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
@@ -371,10 +372,7 @@ fn play(
             })
         }
     };
-    summary.stats = result.map_err(|message| PipelineError::Stage {
-        stage: "self-play",
-        message: format!("{message} ({} finished games were written)", written.games),
-    })?;
+    summary.stats = result.map_err(|source| PipelineError::SelfPlay { written: written.games, source })?;
     // The last record counts every game written (progress reports may have missed the last few).
     tensorboard.newest.stats = summary.stats.clone();
     tensorboard.newest.seconds = started.elapsed().as_secs_f64();
