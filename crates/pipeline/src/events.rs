@@ -1,44 +1,7 @@
 //! What the stages report while they run. The front end (the `koma pipeline` status lines, or a
 //! test) receives them on a channel; stages never block on it.
 
-use std::path::PathBuf;
-
-use koma_selfplay::SelfPlayStats;
-use koma_train::{MetricsRecord, WaitInfo, WindowInfo};
 use serde::Serialize;
-
-/// Self-play's running totals for this process.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct SelfPlayStatus {
-    pub stats: SelfPlayStats,
-    pub moves: usize,
-    pub evaluations: u64,
-    pub seconds: f64,
-    /// The model games are started with now.
-    pub model: String,
-}
-
-impl SelfPlayStatus {
-    /// `812 games (67.3/min) · 40212 samples · 96 moves/s · 2210 evals/s · avg 118 plies · B 371
-    /// W 366 D 75 · model-00000900`: the status line of self-play.
-    pub fn line(&self) -> String {
-        let secs = self.seconds.max(1e-9);
-        let st = &self.stats;
-        format!(
-            "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
-            st.games,
-            st.games as f64 * 60.0 / secs,
-            st.samples,
-            self.moves as f64 / secs,
-            self.evaluations as f64 / secs,
-            st.average_length(),
-            st.black_wins,
-            st.white_wins,
-            st.draws,
-            self.model
-        )
-    }
-}
 
 /// One finished match (gating, an evaluation during the run, or part of the report).
 #[derive(Clone, Debug, Serialize)]
@@ -88,56 +51,22 @@ impl MatchSummary {
 pub enum Event {
     /// Self-play is waiting for a model to appear in models/.
     SelfPlayWaiting,
-    SelfPlay(SelfPlayStatus),
+    /// Self-play's running totals, as its workers report them.
+    SelfPlay(koma_selfplay::Progress),
     /// Self-play switched to a new model (it starts the next games with it).
-    ModelSwitched {
-        model: String,
-    },
-    TrainStarted {
-        step: u64,
-        target: Option<u64>,
-        resumed: bool,
-        window: WindowInfo,
-        device: String,
-        precision: &'static str,
-    },
-    TrainStep {
-        step: u64,
-        loss: f32,
-    },
-    TrainMetrics(MetricsRecord),
-    TrainWaiting(WaitInfo),
-    Checkpoint {
-        step: u64,
-        path: PathBuf,
-    },
+    ModelSwitched { model: String },
+    /// The trainer's progress, as it reports it.
+    Train(koma_train::Progress),
     /// The gatekeeper's verdict on a candidate.
-    Gating {
-        summary: MatchSummary,
-        accepted: bool,
-    },
+    Gating { summary: MatchSummary, accepted: bool },
     /// A match of an evaluation (during the run or in the end report), with its purpose.
-    Arena {
-        label: String,
-        summary: MatchSummary,
-    },
+    Arena { label: String, summary: MatchSummary },
     /// The end-of-run report is playing `planned` matches; `done` are finished.
-    ReportProgress {
-        done: usize,
-        planned: usize,
-        current: String,
-        games: usize,
-    },
+    ReportProgress { done: usize, planned: usize, current: String, games: usize },
     /// A note worth a line in the log and on the screen.
     Note(String),
     /// A stage made no progress for `[run] stall_minutes` (see `watchdog`).
-    Stalled {
-        stage: &'static str,
-        activity: &'static str,
-        seconds: f64,
-    },
+    Stalled { stage: &'static str, activity: &'static str, seconds: f64 },
     /// A stalled stage progresses again.
-    Unstalled {
-        stage: &'static str,
-    },
+    Unstalled { stage: &'static str },
 }

@@ -35,7 +35,7 @@ pub mod watchdog;
 
 pub use config::{ConfigSource, PipelineConfig, DEFAULT_CONFIG};
 pub use error::{PipelineError, Result};
-pub use events::{Event, MatchSummary, SelfPlayStatus};
-pub use pipeline::{forward_train_progress, prepare, run, PipelineOptions, PipelineSummary, Prepared, StopReason};
+pub use events::{Event, MatchSummary};
+pub use pipeline::{prepare, run, PipelineOptions, PipelineSummary, Prepared, StopReason};
 pub use run::{write_model_zero, Run, RunOverrides};
 pub use run_dir::{copy_checkpoint, ModelRef, RunDir};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam::channel::Sender;
-use koma_train::{Progress, TrainSummary};
+use koma_train::TrainSummary;
 use serde::Serialize;
 
 use crate::config::{ConfigSource, PipelineConfig};
@@ -178,7 +178,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
         let trainer = scope.spawn(|| {
             stages::trainer::run(stages_run, true, stages_stop.clone(), &mut |p| {
-                forward_train_progress(p, stage_events)
+                let _ = stage_events.send(Event::Train(p));
             })
         });
         let selfplay = scope.spawn(|| stages::selfplay::run(stages_run, stages_stop.clone(), stage_events));
@@ -310,20 +310,6 @@ fn in_stage(stage: &'static str) -> impl Fn(PipelineError) -> PipelineError {
 fn log_failure(error: PipelineError) -> PipelineError {
     tracing::error!("the run stopped: {}", koma_base::error::Report(&error));
     error
-}
-
-/// The trainer's progress as pipeline events.
-pub fn forward_train_progress(p: Progress<'_>, events: &Sender<Event>) {
-    let event = match p {
-        Progress::Started { step, target, resumed, window, device, precision } => {
-            Event::TrainStarted { step, target, resumed, window, device, precision }
-        }
-        Progress::Step(s) => Event::TrainStep { step: s.step, loss: s.loss },
-        Progress::Metrics(m) => Event::TrainMetrics(m.clone()),
-        Progress::Checkpoint { step, path } => Event::Checkpoint { step, path: path.to_path_buf() },
-        Progress::Waiting(w) => Event::TrainWaiting(w.clone()),
-    };
-    let _ = events.send(event);
 }
 
 #[cfg(test)]

@@ -57,19 +57,16 @@ impl Watchdog {
         let stage = match event {
             // Waiting for the first model is the trainer's business, not a stall.
             Event::SelfPlayWaiting | Event::ModelSwitched { .. } => Stage::SelfPlay,
-            Event::SelfPlay(status) => {
-                if status.moves == self.selfplay_moves {
+            Event::SelfPlay(progress) => {
+                if progress.moves == self.selfplay_moves {
                     return None;
                 }
-                self.selfplay_moves = status.moves;
+                self.selfplay_moves = progress.moves;
                 Stage::SelfPlay
             }
             // Waiting for self-play's data is progress of a kind: the trainer is alive, and a
             // stalled self-play shows on its own.
-            Event::TrainStarted { .. }
-            | Event::TrainStep { .. }
-            | Event::TrainWaiting(_)
-            | Event::Checkpoint { .. } => Stage::Trainer,
+            Event::Train(_) => Stage::Trainer,
             _ => return None,
         };
         let watched = &mut self.watched[stage as usize];
@@ -108,10 +105,8 @@ impl Watchdog {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::SelfPlayStatus;
-
     fn selfplay(moves: usize) -> Event {
-        Event::SelfPlay(SelfPlayStatus { moves, ..SelfPlayStatus::default() })
+        Event::SelfPlay(koma_selfplay::Progress { moves, ..Default::default() })
     }
 
     fn stalled(events: &[Event]) -> Vec<&'static str> {
@@ -126,7 +121,7 @@ mod tests {
         // Self-play keeps reporting, but the same move count is no progress.
         assert!(dog.observe(&selfplay(5), t0 + minute).is_none());
         assert!(dog.observe(&selfplay(5), t0 + 9 * minute).is_none());
-        dog.observe(&Event::TrainStep { step: 1, loss: 1.0 }, t0 + 9 * minute);
+        dog.observe(&Event::Train(koma_train::Progress::Step(Default::default())), t0 + 9 * minute);
         assert!(dog.check(t0 + 10 * minute).is_empty());
         assert_eq!(stalled(&dog.check(t0 + 11 * minute)), ["self-play"]);
         assert!(dog.check(t0 + 12 * minute).is_empty(), "a stall is reported once");
@@ -137,7 +132,7 @@ mod tests {
             total_samples: 0,
             needed_total_samples: 1,
         };
-        dog.observe(&Event::TrainWaiting(waiting), t0 + 18 * minute);
+        dog.observe(&Event::Train(koma_train::Progress::Waiting(waiting)), t0 + 18 * minute);
         assert!(dog.check(t0 + 19 * minute).is_empty());
         assert!(matches!(dog.observe(&selfplay(6), t0 + 20 * minute), Some(Event::Unstalled { stage: "self-play" })));
         assert_eq!(stalled(&dog.check(t0 + 29 * minute)), ["trainer"]);

@@ -28,12 +28,40 @@ pub use openings::StartPositions;
 pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWriter};
 pub use stats::SelfPlayStats;
 
-/// Live counters while self-play runs.
+/// Self-play's running totals: its one progress type, from the workers to every status line,
+/// event, watchdog and TensorBoard curve.
+#[derive(Clone, Debug, Default)]
 pub struct Progress {
     pub stats: SelfPlayStats,
     pub moves: usize,
     /// Summed over the inference services (one per device).
     pub inference: InferenceCounts,
+    /// Since [`run`] started.
+    pub seconds: f64,
+    /// The model games are started with now (the first device's).
+    pub model: String,
+}
+
+impl Progress {
+    /// `812 games (67.3/min) · 40212 samples · 96 moves/s · 2210 evals/s · avg 118 plies · B 371
+    /// W 366 D 75 · model-00000900`: the status line of self-play.
+    pub fn line(&self) -> String {
+        let secs = self.seconds.max(1e-9);
+        let st = &self.stats;
+        format!(
+            "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
+            st.games,
+            st.games as f64 * 60.0 / secs,
+            st.samples,
+            self.moves as f64 / secs,
+            self.inference.positions as f64 / secs,
+            st.average_length(),
+            st.black_wins,
+            st.white_wins,
+            st.draws,
+            self.model
+        )
+    }
 }
 
 /// Plays `games` games (or until `stop` is set, which abandons the games in progress) and sends
@@ -75,6 +103,7 @@ pub fn run(
         sink,
     };
     let shared = &shared;
+    let started = std::time::Instant::now();
     let outcome = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.workers.max(1))
             .map(|w| {
@@ -94,7 +123,13 @@ pub fn run(
             if last.elapsed() >= every {
                 last = std::time::Instant::now();
                 let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                on_progress(&Progress { stats, moves: shared.moves.load(Ordering::Relaxed), inference: inference() });
+                on_progress(&Progress {
+                    stats,
+                    moves: shared.moves.load(Ordering::Relaxed),
+                    inference: inference(),
+                    seconds: started.elapsed().as_secs_f64(),
+                    model: slots[0].get().1,
+                });
             }
         }
         // Joined here, so that a panicking worker is an error of this run and not a panic of the

@@ -72,7 +72,7 @@ impl MetricsRecord {
 }
 
 /// The statistics of one optimiser step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StepStats {
     /// Steps taken after this one.
     pub step: u64,

@@ -119,9 +119,10 @@ impl TrainOptions {
     }
 }
 
-/// Reported to the progress callback.
-#[derive(Debug)]
-pub enum Progress<'a> {
+/// What the trainer reports while it runs: the one progress type of the trainer stage, passed on
+/// unchanged to whoever shows it (`koma train`'s lines, the pipeline's events and watchdog).
+#[derive(Clone, Debug)]
+pub enum Progress {
     /// The trainer is ready and the window open.
     Started {
         step: u64,
@@ -132,13 +133,13 @@ pub enum Progress<'a> {
         precision: &'static str,
     },
     /// After every optimiser step.
-    Step(&'a StepStats),
+    Step(StepStats),
     /// A metrics line was written.
-    Metrics(&'a MetricsRecord),
+    Metrics(MetricsRecord),
     /// A checkpoint (and the training state) was written.
-    Checkpoint { step: u64, path: &'a Path },
+    Checkpoint { step: u64, path: PathBuf },
     /// Follow mode: waiting for data.
-    Waiting(&'a WaitInfo),
+    Waiting(WaitInfo),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -208,7 +209,7 @@ pub fn prepare(options: &TrainOptions) -> Result<(Trainer, bool)> {
 }
 
 /// Runs training as `options` say; see the module documentation.
-pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> Result<TrainSummary> {
+pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Result<TrainSummary> {
     if options.steps.is_none() && !options.follow {
         return Err(TrainError::Config("a step count (--steps) is required unless following (--follow)".into()));
     }
@@ -297,19 +298,19 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
                 LoaderMsg::Waiting(w) => {
                     window.window_samples = w.window_samples;
                     window.total_samples = w.total_samples;
-                    progress(Progress::Waiting(&w));
+                    progress(Progress::Waiting(w));
                 }
                 LoaderMsg::Batch(batch, w) => {
                     window = w;
                     let stats = trainer.train_step(&batch)?;
                     summary.skipped_steps += stats.skipped as u64;
                     acc.add(&stats);
-                    progress(Progress::Step(&stats));
+                    progress(Progress::Step(stats.clone()));
                     if trainer.step() % config.log_every == 0 {
                         let rec = acc.finish(&stats, window.window_samples, window.total_samples);
                         log.append(&rec)?;
                         tensorboard.scalars(rec.step as i64, &rec.scalars());
-                        progress(Progress::Metrics(&rec));
+                        progress(Progress::Metrics(rec.clone()));
                         summary.last_metrics = Some(rec);
                     }
                     last_stats = Some(stats);
@@ -319,7 +320,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
                         }
                         let path = save(&mut trainer, p)?;
                         last_saved = trainer.step();
-                        progress(Progress::Checkpoint { step: trainer.step(), path: &path });
+                        progress(Progress::Checkpoint { step: trainer.step(), path: path.clone() });
                         summary.checkpoints.push(path);
                     }
                 }
@@ -345,12 +346,12 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress<'_>)) -> 
         let rec = acc.finish(stats, window.window_samples, window.total_samples);
         log.append(&rec)?;
         tensorboard.scalars(rec.step as i64, &rec.scalars());
-        progress(Progress::Metrics(&rec));
+        progress(Progress::Metrics(rec.clone()));
         summary.last_metrics = Some(rec);
     }
     if trainer.step() != last_saved && !save_nothing {
         let path = save(&mut trainer, p).map_err(last_good)?;
-        progress(Progress::Checkpoint { step: trainer.step(), path: &path });
+        progress(Progress::Checkpoint { step: trainer.step(), path: path.clone() });
         summary.checkpoints.push(path);
     }
     result.map_err(last_good)?;

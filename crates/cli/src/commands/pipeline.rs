@@ -11,7 +11,7 @@ use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use koma_base::run_layout::RunLayout;
 use koma_pipeline::{Event, PipelineOptions, PipelineSummary, StopReason};
-use koma_train::WaitReason;
+use koma_train::{Progress, WaitReason};
 
 use super::plot;
 use crate::{interrupt, logging};
@@ -144,7 +144,7 @@ impl Status {
                 self.model = model;
                 self.redraw_models();
             }
-            Event::TrainStarted { step, resumed, window, device, precision, .. } => {
+            Event::Train(Progress::Started { step, resumed, window, device, precision, .. }) => {
                 let what = if resumed { "resumed" } else { "started" };
                 tracing::info!(
                     "trainer {what} at step {step} on {device} ({precision}); window {} of {} samples",
@@ -154,11 +154,11 @@ impl Status {
                 self.train_line = format!("step {step} ({what} on {device}, {precision})");
                 self.redraw_train();
             }
-            Event::TrainStep { step, loss } => {
-                self.train_line = format!("step {step} · loss {loss:.3}");
+            Event::Train(Progress::Step(s)) => {
+                self.train_line = format!("step {} · loss {:.3}", s.step, s.loss);
                 self.redraw_train();
             }
-            Event::TrainMetrics(m) => {
+            Event::Train(Progress::Metrics(m)) => {
                 self.loss_line = format!(
                     "policy {:.3} value {:.3} · top-1 {:.1}% · value acc {:.1}% · {:.0} samples/s · window {}/{}",
                     m.policy_loss,
@@ -171,7 +171,7 @@ impl Status {
                 );
                 self.redraw_train();
             }
-            Event::TrainWaiting(w) => {
+            Event::Train(Progress::Waiting(w)) => {
                 self.train_line = match w.reason {
                     WaitReason::WindowTooSmall => {
                         format!("waiting for data: {} samples, need {}", w.window_samples, w.needed_total_samples)
@@ -183,7 +183,7 @@ impl Status {
                 };
                 self.redraw_train();
             }
-            Event::Checkpoint { step, path } => {
+            Event::Train(Progress::Checkpoint { step, path }) => {
                 tracing::info!("checkpoint {} (step {step})", path.display());
                 self.checkpoints += 1;
                 self.last_checkpoint = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();

@@ -178,17 +178,8 @@ pub fn run(args: Args) -> Result<()> {
         crate::interrupt::stop_flag(),
         Duration::from_millis(500),
         &mut |p| {
-            let secs = started.elapsed().as_secs_f64().max(1e-9);
             bar.set_position(p.stats.games as u64);
-            bar.set_message(format!(
-                "{:.1} moves/s  {:.0} evals/s  avg length {:.0}  B {} W {} D {}",
-                p.moves as f64 / secs,
-                p.inference.positions as f64 / secs,
-                p.stats.average_length(),
-                p.stats.black_wins,
-                p.stats.white_wins,
-                p.stats.draws
-            ));
+            bar.set_message(p.line());
         },
     );
     bar.finish_and_clear();

@@ -150,7 +150,7 @@ pub fn run(args: Args) -> Result<()> {
 
     let bar = ProgressBar::hidden();
     let mut last_msg = String::new();
-    let mut progress = |p: Progress<'_>| match p {
+    let mut progress = |p: Progress| match p {
         Progress::Started { step, target, resumed, window, device, precision } => {
             eprintln!(
                 "koma train: {} step {step}{} on {device} ({precision}); window {} of {} samples in {} shards",

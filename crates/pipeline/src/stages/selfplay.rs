@@ -14,12 +14,12 @@ use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::EvaluatorSlot;
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_selfplay::seed::SEED_ATTRIBUTE;
-use koma_selfplay::{RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
+use koma_selfplay::{Progress, RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
 use crate::config::PipelineConfig;
 use crate::error::{PipelineError, Result};
-use crate::events::{Event, SelfPlayStatus};
+use crate::events::Event;
 use crate::run::Run;
 use crate::run_dir::{ModelRef, RunDir};
 
@@ -38,21 +38,21 @@ struct SelfPlayTensorboard {
     log: ScalarLog,
     base: usize,
     /// The totals and time of the previous record.
-    last: SelfPlayStatus,
+    last: Progress,
     /// The newest totals seen.
-    newest: SelfPlayStatus,
+    newest: Progress,
 }
 
 impl SelfPlayTensorboard {
     fn open(run: &RunDir, enabled: bool) -> SelfPlayTensorboard {
         let base = if enabled { samples_in(run) } else { 0 };
         let log = ScalarLog::open(&run.tensorboard_dir().join("selfplay"), &host_name(), enabled);
-        SelfPlayTensorboard { log, base, last: SelfPlayStatus::default(), newest: SelfPlayStatus::default() }
+        SelfPlayTensorboard { log, base, last: Progress::default(), newest: Progress::default() }
     }
 
     /// Notes the totals; writes a record when one is due.
-    fn observe(&mut self, status: &SelfPlayStatus) {
-        self.newest = status.clone();
+    fn observe(&mut self, progress: &Progress) {
+        self.newest = progress.clone();
         if self.newest.seconds - self.last.seconds >= TENSORTENSORBOARD_EVERY.as_secs_f64() {
             self.record();
         }
@@ -76,7 +76,7 @@ impl SelfPlayTensorboard {
                 ("selfplay/draw_rate", draws as f64 / games as f64),
                 ("selfplay/samples_per_s", per_s(now.stats.samples as f64, then.stats.samples as f64)),
                 ("selfplay/moves_per_s", per_s(now.moves as f64, then.moves as f64)),
-                ("selfplay/evals_per_s", per_s(now.evaluations as f64, then.evaluations as f64)),
+                ("selfplay/evals_per_s", per_s(now.inference.positions as f64, then.inference.positions as f64)),
             ],
         );
         self.last = self.newest.clone();
@@ -336,15 +336,8 @@ fn play(
             stop.clone(),
             Duration::from_millis(500),
             &mut |p| {
-                let status = SelfPlayStatus {
-                    stats: p.stats.clone(),
-                    moves: p.moves,
-                    evaluations: p.inference.positions,
-                    seconds: started.elapsed().as_secs_f64(),
-                    model: slots[0].get().1,
-                };
-                tensorboard.observe(&status);
-                let _ = events.send(Event::SelfPlay(status));
+                tensorboard.observe(p);
+                let _ = events.send(Event::SelfPlay(p.clone()));
             },
         );
         drop(stop_follower);

@@ -12,12 +12,7 @@ use crate::run::Run;
 /// Trains until `[run] steps` (0: no limit) or `stop`. `follow`: wait for self-play's samples
 /// (`[train.follow]`) rather than train on the shards there are. Resumes the run's training state
 /// when it has one; model 0 is written first when the run has none.
-pub fn run(
-    run: &Run,
-    follow: bool,
-    stop: Arc<AtomicBool>,
-    progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<TrainSummary> {
+pub fn run(run: &Run, follow: bool, stop: Arc<AtomicBool>, progress: &mut dyn FnMut(Progress)) -> Result<TrainSummary> {
     let model_zero = run.model_zero()?;
     let steps = run.config.run.steps;
     let mut options = TrainOptions::new(
