@@ -1,5 +1,7 @@
 //! The arena's errors: a player or time control that does not parse ([`SpecError`]), and a match
-//! or tournament that cannot go on ([`MatchError`], [`ArenaError`]). Each keeps its cause.
+//! or tournament that cannot go on ([`MatchError`], [`TournamentError`]), an engine that does not
+//! start ([`EngineStartError`]), a results file that cannot be read ([`ResultsError`]). Each keeps
+//! its cause.
 
 use std::path::PathBuf;
 
@@ -70,11 +72,11 @@ pub enum SpecError {
 pub enum MatchError {
     /// A player could not be made or could not play on; the match's other games are not played.
     #[error("{0}")]
-    Player(BoxError),
+    Player(#[source] BoxError),
     /// The results file could not be opened or written: every later match would lose its games
-    /// alike, so a tournament stops.
-    #[error("{path}: {source}")]
-    Results { path: PathBuf, source: std::io::Error },
+    /// alike, so a tournament stops. `action` is `opening` or `writing`.
+    #[error("{action} {path}: {source}")]
+    Results { action: &'static str, path: PathBuf, source: std::io::Error },
     /// A failure after some games were played; those stay in the results file.
     #[error("{source} (the match stopped after {played} games)")]
     After { played: usize, source: Box<MatchError> },

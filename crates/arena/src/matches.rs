@@ -135,9 +135,13 @@ fn kif_record(g: &MatchGame, a: &str, b: &str) -> Result<String, koma_shogi::rec
 /// and every append hold an exclusive lock on the file ([`append_line`]), so a process opening the
 /// file never cuts a line another process is writing into the same file.
 fn open_results(path: &Path) -> Result<File, MatchError> {
-    let failed = |source: std::io::Error| MatchError::Results { path: path.into(), source };
+    let failed = |source: std::io::Error| MatchError::Results { action: "opening", path: path.into(), source };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| MatchError::Results { path: dir.into(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| MatchError::Results {
+            action: "creating",
+            path: dir.into(),
+            source,
+        })?;
     }
     let mut file = OpenOptions::new().create(true).read(true).append(true).open(path).map_err(failed)?;
     file.lock().map_err(failed)?;
@@ -311,7 +315,7 @@ pub fn run_match(
                 line.push('\n');
                 if let Err(e) = append_line(file, &line) {
                     let path = config.results.clone().unwrap_or_else(|| "results".into());
-                    failure.get_or_insert(MatchError::Results { path, source: e });
+                    failure.get_or_insert(MatchError::Results { action: "writing", path, source: e });
                     stop.store(true, Ordering::Relaxed);
                 }
             }

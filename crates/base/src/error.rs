@@ -4,7 +4,7 @@
 //! its `source()` still hands the cause on, so a program can reach the `io::Error` beneath
 //! (its kind, a full disk) however many layers wrap it. Printing the chain naively would then say
 //! the cause twice; [`Report`] prints each link once: a cause whose text its parent's message
-//! already ends with is not repeated.
+//! already contains (`X (the match stopped after 3 games)` contains `X`) is not repeated.
 
 use std::error::Error;
 use std::fmt;
@@ -19,9 +19,10 @@ impl fmt::Display for Report<'_> {
         let mut cause = self.0.source();
         while let Some(error) = cause {
             let text = error.to_string();
-            if !shown.ends_with(&text) {
+            let text = text.trim_end();
+            if !shown.contains(text) {
                 write!(f, ": {text}")?;
-                shown = text;
+                shown = text.to_string();
             }
             cause = error.source();
         }
@@ -50,6 +51,22 @@ mod tests {
         }
     }
 
+    /// A cause first, then a note after it: `X (the match stopped after 3 games)`.
+    #[derive(Debug)]
+    struct Suffixed(io::Error);
+
+    impl fmt::Display for Suffixed {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(f, "{} (3 games were written)", self.0)
+        }
+    }
+
+    impl Error for Suffixed {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
     impl Error for Wrapped {
         fn source(&self) -> Option<&(dyn Error + 'static)> {
             Some(&self.source)
@@ -70,6 +87,19 @@ mod tests {
     fn a_cause_the_message_leaves_out_is_appended() {
         let e = Wrapped { context: "writing a.h5", includes_cause: false, source: full_disk() };
         assert_eq!(Report(&e).to_string(), "writing a.h5: No space left on device");
+    }
+
+    #[test]
+    fn a_cause_inside_the_message_or_with_a_trailing_newline_is_not_repeated() {
+        let e = Suffixed(full_disk());
+        assert_eq!(Report(&e).to_string(), "No space left on device (3 games were written)");
+        // A parser's message often ends with a newline, which its parent may trim.
+        let e = Wrapped {
+            context: "p.toml",
+            includes_cause: true,
+            source: io::Error::other("TOML parse error at line 1\n  |\n1 | x =\n"),
+        };
+        assert_eq!(Report(&e).to_string(), e.to_string(), "the parse error once");
     }
 
     #[test]

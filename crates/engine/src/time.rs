@@ -209,10 +209,13 @@ pub fn budget(go: &GoParams, us: Color, ply: u32, margin_ms: u64, node_limited: 
         return Some(Budget::fixed(less_margin(byoyomi, margin_ms)));
     }
     let share = time / moves_to_go(ply) + inc;
-    // Never more than the clock allows now (main time + byoyomi; the increment comes later).
+    // Never more than the clock allows now (main time + byoyomi; the increment comes later), less
+    // the latency margin. The margin is taken from the clock once, here, not from the share: the
+    // share of a 1 s + 100 ms game is 112 ms, which a 300 ms margin would wipe out, and the
+    // increment would go unspent while the clock piles up.
     let cap = less_margin(time + byoyomi, margin_ms);
-    let hard = (byoyomi + (time / 4 + inc).min(4 * share)).saturating_sub(margin_ms).min(cap);
-    let soft = (byoyomi + share).saturating_sub(margin_ms).min(hard);
+    let hard = (byoyomi + (time / 4 + inc).min(4 * share)).min(cap);
+    let soft = (byoyomi + share).min(hard);
     Some(Budget { soft: Duration::from_millis(soft), hard: Duration::from_millis(hard), may_stop_early: true })
 }
 
@@ -298,10 +301,24 @@ mod tests {
         }
         // Ten minutes at the start: about 7.5 s a move, extendable to 30 s.
         let b = budget(&go("btime 600000 wtime 600000"), Color::Black, 0, 300, false).unwrap();
-        assert_eq!((b.soft.as_millis(), b.hard.as_millis()), (7200, 29700));
+        assert_eq!((b.soft.as_millis(), b.hard.as_millis()), (7500, 30000));
         // White uses its own clock.
         let b = budget(&go("btime 600000 wtime 1000"), Color::White, 0, 300, false).unwrap();
         assert!(b.hard.as_millis() <= 700);
+    }
+
+    #[test]
+    fn an_increment_is_spent_not_eaten_by_the_margin() {
+        // 1 s + 100 ms (ShogiArena's fast games), the default 300 ms margin: each move gets its
+        // increment and a share of the clock, up to 350 ms, never past the clock less the margin.
+        let b = budget(&go("btime 1000 wtime 1000 binc 100 winc 100"), Color::Black, 0, 300, false).unwrap();
+        assert_eq!((b.soft.as_millis(), b.hard.as_millis()), (112, 350));
+        // A clock grown to 2.4 s spends more per move: the bank does not pile up for ever.
+        let b = budget(&go("btime 2400 wtime 2400 binc 100 winc 100"), Color::White, 0, 300, false).unwrap();
+        assert_eq!((b.soft.as_millis(), b.hard.as_millis()), (130, 520));
+        // Almost no clock left: the margin still holds (at most half the clock goes to it).
+        let b = budget(&go("btime 150 wtime 150 binc 100 winc 100"), Color::Black, 0, 300, false).unwrap();
+        assert!(b.hard.as_millis() <= 75, "{b:?}");
     }
 
     #[test]

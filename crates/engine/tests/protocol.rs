@@ -105,6 +105,30 @@ fn infinite_search_waits_for_stop_and_quit_works_mid_search() {
 }
 
 #[test]
+fn a_node_limit_ends_an_infinite_search_and_playouts_do_not() {
+    let mut e = Harness::new();
+    e.ready();
+    e.send("position startpos");
+    // An analysis to 40 nodes: the answer comes without `stop`.
+    e.send("go nodes 40 infinite");
+    let (best, info) = e.bestmove(SHORT);
+    assert_legal(&Position::startpos(), &best);
+    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    assert!((1..=60).contains(&nodes), "{nodes}");
+    // The Playouts option is no `go` limit: `go infinite` still waits for stop.
+    e.send("setoption name Playouts value 20");
+    e.send("go infinite");
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(800) {
+        if let Some(line) = e.recv(Duration::from_millis(100)) {
+            assert!(line.starts_with("info"), "{line:?} before stop");
+        }
+    }
+    e.send("stop");
+    assert_legal(&Position::startpos(), &e.bestmove(SHORT).0);
+}
+
+#[test]
 fn go_nodes_movetime_and_playouts() {
     let mut e = Harness::new();
     e.ready();

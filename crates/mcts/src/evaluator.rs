@@ -35,7 +35,7 @@ impl Evaluation {
 pub enum EvalError {
     /// The evaluator's own failure (a forward pass, CUDA out of memory), its cause kept.
     #[error("{0}")]
-    Failed(Arc<dyn std::error::Error + Send + Sync>),
+    Failed(#[source] Arc<dyn std::error::Error + Send + Sync>),
     /// The evaluator panicked (libtorch panics on CUDA out-of-memory, for one).
     #[error("the evaluator panicked: {0}")]
     Panicked(String),

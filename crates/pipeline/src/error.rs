@@ -20,7 +20,7 @@ pub enum PipelineError {
     Train(#[from] koma_train::TrainError),
     #[error("shards: {0}")]
     Data(#[from] koma_data::DataError),
-    #[error("self-play records: {0}")]
+    #[error("records: {0}")]
     Records(#[from] koma_selfplay::RecordError),
     /// Self-play stopped with an error; the games it finished are in the shards.
     #[error("{source} ({written} finished games were written)")]
@@ -29,8 +29,6 @@ pub enum PipelineError {
     Match(#[from] koma_arena::error::MatchError),
     #[error(transparent)]
     Results(#[from] koma_arena::error::ResultsError),
-    #[error(transparent)]
-    Player(#[from] PlayerNameError),
     #[error("{stage}: {message}")]
     Stage { stage: &'static str, message: String },
     /// A stage's error, with the stage named in front (`self-play: shards: …`) and the error

@@ -30,8 +30,9 @@ pub enum SelfPlayError {
 /// A self-play game record that could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
-    #[error("{path}: {source}")]
-    Folder { path: PathBuf, source: std::io::Error },
+    /// The records folder could not be made or listed (`action`: `creating`, `reading`).
+    #[error("{action} {path}: {source}")]
+    Folder { action: &'static str, path: PathBuf, source: std::io::Error },
     #[error("start position {start:?}: {source}")]
     Start { start: String, source: SfenError },
     #[error("self-play game from {start:?}: {source}")]

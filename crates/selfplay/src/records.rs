@@ -64,11 +64,11 @@ impl RecordWriter {
     /// `game-PREFIX-NNNNNN.EXT`.
     pub fn new(dir: impl AsRef<Path>, format: Format, prefix: &str) -> Result<RecordWriter, RecordError> {
         let dir = dir.as_ref().to_path_buf();
-        let folder = |source| RecordError::Folder { path: dir.clone(), source };
-        std::fs::create_dir_all(&dir).map_err(folder)?;
+        let folder = |action, source| RecordError::Folder { action, path: dir.clone(), source };
+        std::fs::create_dir_all(&dir).map_err(|e| folder("creating", e))?;
         let stem = format!("game-{prefix}-");
         let mut next = 0;
-        let entries = std::fs::read_dir(&dir).map_err(folder)?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| folder("reading", e))?;
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             let number = name.strip_prefix(&stem).and_then(|r| r.split('.').next()).and_then(|n| n.parse::<u64>().ok());

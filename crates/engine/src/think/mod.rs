@@ -121,9 +121,13 @@ fn run_job(job: &Job) {
 }
 
 impl Job {
-    /// Searching without a deadline: `go infinite`, or pondering before `ponderhit`.
+    /// Searching without a deadline: `go infinite`, or pondering before `ponderhit`. A `nodes`
+    /// limit on the `go infinite` line still ends the search with an answer, as in Stockfish (an
+    /// analysis to N nodes: ShogiArena's `run analyze --nodes` sends `go nodes N infinite`); the
+    /// `Playouts` option does not, and a ponder search waits for `ponderhit` or `stop` whatever
+    /// its limits.
     fn waiting(&self) -> bool {
-        self.go.infinite || (self.go.ponder && self.control.ponderhit_time().is_none())
+        (self.go.infinite && self.go.nodes.is_none()) || (self.go.ponder && self.control.ponderhit_time().is_none())
     }
 
     fn stopped(&self) -> bool {
