@@ -76,19 +76,28 @@ fn go_before_position_and_stop_without_search() {
     assert!(e.silent_for(Duration::from_millis(300)));
 }
 
+/// The `nodes` of the last `info` line before `bestmove`.
+fn final_nodes(info: &[String]) -> u64 {
+    info_field(info.last().expect("an info line"), "nodes").expect("nodes").parse().expect("a number")
+}
+
+/// Asserts that the engine prints nothing but `info` lines for `time` (a search waiting for `stop`).
+fn only_info_for(e: &mut Harness, time: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < time {
+        if let Some(line) = e.recv(Duration::from_millis(100)) {
+            assert!(line.starts_with("info"), "{line:?} before stop");
+        }
+    }
+}
+
 #[test]
 fn infinite_search_waits_for_stop_and_quit_works_mid_search() {
     let mut e = Harness::new();
     e.ready();
     e.send("position startpos moves 7g7f 3c3d");
     e.send("go infinite");
-    let t = Instant::now();
-    // Only info lines until stop.
-    while t.elapsed() < Duration::from_millis(1500) {
-        if let Some(line) = e.recv(Duration::from_millis(100)) {
-            assert!(line.starts_with("info"), "{line:?} before stop");
-        }
-    }
+    only_info_for(&mut e, Duration::from_millis(1500));
     e.send("stop");
     let (best, _) = e.bestmove(SHORT);
     assert_legal(&parse_position("startpos moves 7g7f 3c3d").unwrap(), &best);
@@ -113,17 +122,12 @@ fn a_node_limit_ends_an_infinite_search_and_playouts_do_not() {
     e.send("go nodes 40 infinite");
     let (best, info) = e.bestmove(SHORT);
     assert_legal(&Position::startpos(), &best);
-    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    let nodes = final_nodes(&info);
     assert!((1..=60).contains(&nodes), "{nodes}");
     // The Playouts option is no `go` limit: `go infinite` still waits for stop.
     e.send("setoption name Playouts value 20");
     e.send("go infinite");
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(800) {
-        if let Some(line) = e.recv(Duration::from_millis(100)) {
-            assert!(line.starts_with("info"), "{line:?} before stop");
-        }
-    }
+    only_info_for(&mut e, Duration::from_millis(800));
     e.send("stop");
     assert_legal(&Position::startpos(), &e.bestmove(SHORT).0);
 }
@@ -136,7 +140,7 @@ fn go_nodes_movetime_and_playouts() {
     e.send("go nodes 50");
     let (best, info) = e.bestmove(SHORT);
     assert_legal(&Position::startpos(), &best);
-    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    let nodes = final_nodes(&info);
     assert!((1..=60).contains(&nodes), "{nodes}");
 
     let t = Instant::now();
@@ -148,7 +152,7 @@ fn go_nodes_movetime_and_playouts() {
     e.send("setoption name Playouts value 30");
     e.send("go btime 100000 wtime 100000 byoyomi 10000");
     let (_, info) = e.bestmove(SHORT);
-    let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+    let nodes = final_nodes(&info);
     assert!(nodes <= 40, "{nodes}");
     // Bare `go` with a playout limit: the limit alone decides.
     e.send("go");
@@ -635,7 +639,7 @@ fn node_limits_are_exact_with_several_search_threads() {
             e.send(&format!("go nodes {limit}"));
             let (best, info) = e.bestmove(SHORT);
             assert_legal(&parse_position(&format!("startpos moves {moves}")).unwrap(), &best);
-            let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+            let nodes = final_nodes(&info);
             assert_eq!(nodes, limit, "{threads} threads, go nodes {limit}");
         }
         // `go nodes 0` still asks the network once (the root), and plays a legal move.
@@ -643,7 +647,7 @@ fn node_limits_are_exact_with_several_search_threads() {
         e.send("go nodes 0");
         let (best, info) = e.bestmove(SHORT);
         assert_legal(&parse_position("startpos moves 1g1f").unwrap(), &best);
-        let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+        let nodes = final_nodes(&info);
         assert_eq!(nodes, 1, "{threads} threads, go nodes 0");
     }
 }
@@ -670,7 +674,7 @@ fn a_panicking_network_ends_the_search_with_an_answer_and_the_engine_goes_on() {
             e.send("go nodes 30");
             let (best, info) = e.bestmove(SHORT);
             assert_legal(&parse_position("startpos moves 7g7f").unwrap(), &best);
-            let nodes: u64 = info_field(info.last().unwrap(), "nodes").unwrap().parse().unwrap();
+            let nodes = final_nodes(&info);
             assert_eq!(nodes, 30, "{threads} threads, panic at call {at}");
         }
     }
