@@ -213,3 +213,24 @@ def test_bench_nn_smoke(koma):
         for key in ("encode", "forward", "evaluate", "plain_forward"):
             assert b[f"{key}_positions_per_second"] > 0
     assert net["encode_share_at_256"] < 0.05 and report["encode_share_ok"]
+
+
+def test_published_files_follow_the_umask(tmp_path, koma_bin):
+    """Models, shards and records are published as `0666 & ~umask` (issue 32), so an engine or a
+    trainer run by another user of the group can read them; no temporary file's 0600 leaks out."""
+    def run(*args):
+        # 027: group-readable, not world-readable, which is neither the 0600 of a temporary file
+        # nor the 0644 of the usual umask.
+        out = subprocess.run([koma_bin, *args], capture_output=True, text=True, timeout=300,
+                             preexec_fn=lambda: os.umask(0o027))
+        assert out.returncode == 0, out.stderr
+
+    model = tmp_path / "model.safetensors"
+    run("init", "--config", "tiny", "--out", str(model))
+    run("selfplay", "--model", str(model), "--games", "2", "--out", str(tmp_path / "shards"),
+        "--records", str(tmp_path / "records"), "--threads", "1")
+    published = [p for p in tmp_path.rglob("*") if p.is_file()]
+    kinds = {p.suffix for p in published}
+    assert {".safetensors", ".json", ".h5"} <= kinds, sorted(str(p) for p in published)
+    for path in published:
+        assert path.stat().st_mode & 0o777 == 0o640, f"{path}: {oct(path.stat().st_mode & 0o777)}"

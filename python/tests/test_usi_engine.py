@@ -218,3 +218,49 @@ def test_byoyomi_is_never_exceeded(koma_bin, tiny_model, tmp_path):
 def test_byoyomi_1s_over_100_moves(koma_bin, tiny_model, tmp_path):
     times = byoyomi_times(koma_bin, tiny_model, tmp_path, plies=100)
     assert max(times) < 1.0, max(times)
+
+
+def test_the_installed_engine_needs_no_environment(tmp_path, tiny_model):
+    """Tournament managers start engines with an empty environment (issue 32): the copy that
+    scripts/install-engine makes plays a move with none at all (no HOME, no PATH, no build step),
+    and scripts/koma itself finds HOME and cargo without HOME and PATH."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    installed = subprocess.run(
+        [os.path.join(repo, "scripts", "install-engine"), str(tmp_path / "bin")],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert installed.returncode == 0, installed.stderr
+    engine = installed.stdout.strip().splitlines()[-1]
+    assert engine == str(tmp_path / "bin" / "koma")
+    proc = subprocess.Popen(
+        [engine, "usi", "--model", tiny_model], env={}, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        proc.stdin.write("usi\nisready\nposition startpos\ngo nodes 16\n")
+        proc.stdin.flush()
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line.strip())
+            if line.startswith("bestmove"):
+                break
+        proc.stdin.write("quit\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "usiok" in lines and "readyok" in lines, lines
+    best = lines[-1].split()[1]
+    assert cshogi.Board().is_legal(cshogi.Board().move_from_usi(best)), lines
+    assert not any("error" in line for line in lines), lines
+    # No HOME and no PATH; the cache and build folder this run uses are kept, so nothing is built.
+    kept = {k: os.environ[k] for k in ("KOMA_CACHE", "CARGO_TARGET_DIR") if k in os.environ}
+    version = subprocess.run(
+        [os.path.join(repo, "scripts", "koma"), "--version"], env=kept, capture_output=True, text=True, timeout=900
+    )
+    assert version.returncode == 0 and version.stdout.startswith("koma "), version.stderr
