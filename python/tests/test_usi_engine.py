@@ -11,6 +11,7 @@ import os
 import random
 import shlex
 import subprocess
+import threading
 import time
 
 import cshogi
@@ -264,3 +265,88 @@ def test_the_installed_engine_needs_no_environment(tmp_path, tiny_model):
         [os.path.join(repo, "scripts", "koma"), "--version"], env=kept, capture_output=True, text=True, timeout=900
     )
     assert version.returncode == 0 and version.stdout.startswith("koma "), version.stderr
+
+
+class Usi:
+    """A `koma usi` process with its default options (as a tournament manager starts it)."""
+
+    def __init__(self, koma_bin, model):
+        self.process = subprocess.Popen([koma_bin, "usi"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, bufsize=1)
+        self.send("usi")
+        self.until("usiok")
+        self.send(f"setoption name Model value {model}")
+        self.send("isready")
+        self.until("readyok")
+        self.send("usinewgame")
+
+    def send(self, line):
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+
+    def until(self, prefix):
+        lines = []
+        while True:
+            line = self.process.stdout.readline()
+            assert line, f"the engine ended before {prefix!r}: {lines[-5:]}"
+            lines.append(line.strip())
+            if line.startswith(prefix):
+                return lines
+
+    def quit(self):
+        self.send("quit")
+        self.process.wait(timeout=30)
+
+
+def test_engines_sharing_the_cores_keep_the_byoyomi(koma_bin, tiny_model):
+    """Two games at once and a busy process on this machine's cores, every engine with its default
+    threads: no move takes longer than the 300 ms byoyomi (before the engine sized its libtorch
+    threads from the free cores and allocated its tables at isready, first moves took 0.9 s)."""
+    byoyomi, plies = 300, 12
+    busy = subprocess.Popen(["python3", "-c", "while True: pass"])
+    times, notes = [], []
+
+    def game(index):
+        engines = [Usi(koma_bin, tiny_model), Usi(koma_bin, tiny_model)]
+        board, moves = cshogi.Board(), []
+        try:
+            for ply in range(plies):
+                engine = engines[ply % 2]
+                engine.send("position startpos" + (" moves " + " ".join(moves) if moves else ""))
+                start = time.monotonic()
+                engine.send(f"go btime 0 wtime 0 byoyomi {byoyomi}")
+                lines = engine.until("bestmove")
+                took = time.monotonic() - start
+                times.append(took)
+                notes.extend(f"game {index} ply {ply}: {line}" for line in lines if line.startswith("info string"))
+                best = lines[-1].split()[1]
+                if best in ("resign", "win"):
+                    break
+                move = board.move_from_usi(best)
+                assert board.is_legal(move), (best, board.sfen())
+                board.push(move)
+                moves.append(best)
+        finally:
+            for engine in engines:
+                engine.quit()
+
+    errors = []
+
+    def run(index):
+        try:
+            game(index)
+        except Exception as e:  # reported below, with the other game's times
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        busy.kill()
+        busy.wait()
+    assert not errors, errors
+    print(f"{len(times)} moves, max {max(times) * 1000:.0f} ms, load {os.getloadavg()}")
+    assert max(times) < byoyomi / 1000, (sorted(times)[-5:], notes[-10:])

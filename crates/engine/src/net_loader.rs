@@ -11,11 +11,11 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceServer, UniformEvaluator};
+use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceClient, InferenceServer, UniformEvaluator};
 use koma_nn::{DeviceSpec, Network, Precision, RunOptions, SharedNetwork};
 use koma_shogi::Position;
 
@@ -54,11 +54,19 @@ pub struct LoadedNet {
     pub description: String,
     /// Whether it runs on a CUDA device (for the default batch size).
     pub cuda: bool,
+    /// libtorch's intra-op threads for the next batches, when the engine chooses them (`Threads`
+    /// 0 with the network on the CPU): set at each `go` from the cores free then.
+    pub cpu_threads: Option<Arc<AtomicUsize>>,
 }
 
 impl LoadedNet {
     pub fn uniform(description: impl Into<String>) -> LoadedNet {
-        LoadedNet { evaluator: Arc::new(UniformEvaluator), description: description.into(), cuda: false }
+        LoadedNet {
+            evaluator: Arc::new(UniformEvaluator),
+            description: description.into(),
+            cuda: false,
+            cpu_threads: None,
+        }
     }
 }
 
@@ -106,7 +114,16 @@ pub fn network_loader() -> LoadFn {
             koma_nn::device::device_name(network.device()),
             network.kind()
         );
-        let served = ServedNetwork::new(Arc::new(SharedNetwork::new(network)), path);
+        let shared: Arc<dyn Evaluator> = Arc::new(SharedNetwork::new(network));
+        let cpu_threads = (!cuda && key.threads == 0).then(|| Arc::new(AtomicUsize::new(0)));
+        let served = match &cpu_threads {
+            Some(wanted) => {
+                let network =
+                    WithCpuThreads { network: shared, wanted: Arc::clone(wanted), applied: AtomicUsize::new(0) };
+                ServedNetwork::new(Arc::new(network), path)
+            }
+            None => ServedNetwork::new(shared, path),
+        };
         let batch = match key.warmup_batch {
             0 if cuda => 32,
             0 => 8,
@@ -117,8 +134,26 @@ pub fn network_loader() -> LoadFn {
         for _ in 0..2 {
             served.evaluate(&positions).map_err(LoadError::WarmUp)?;
         }
-        Ok(LoadedNet { evaluator: Arc::new(served), description, cuda })
+        Ok(LoadedNet { evaluator: Arc::new(served), description, cuda, cpu_threads })
     })
+}
+
+/// A CPU network whose intra-op thread count follows `wanted` (0: leave it). libtorch takes the
+/// count into each thread once, so it is set here, on the inference thread, before a batch.
+struct WithCpuThreads {
+    network: Arc<dyn Evaluator>,
+    wanted: Arc<AtomicUsize>,
+    applied: AtomicUsize,
+}
+
+impl Evaluator for WithCpuThreads {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        let wanted = self.wanted.load(Ordering::Relaxed);
+        if wanted > 0 && self.applied.swap(wanted, Ordering::Relaxed) != wanted {
+            koma_nn::device::set_cpu_threads(wanted);
+        }
+        self.network.evaluate(positions)
+    }
 }
 
 /// A loaded network behind its own inference service. A failed batch stops a service for good (what
@@ -143,16 +178,28 @@ impl ServedNetwork {
     }
 }
 
+impl ServedNetwork {
+    /// A client of the service, restarted first if a failed batch stopped it.
+    fn client(&self) -> InferenceClient {
+        let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
+        if !server.is_serving() {
+            *server = InferenceServer::spawn(self.slot.clone(), ONE_REQUEST);
+        }
+        server.client()
+    }
+}
+
 impl Evaluator for ServedNetwork {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
-        let client = {
-            let mut server = self.server.lock().unwrap_or_else(|e| e.into_inner());
-            if !server.is_serving() {
-                *server = InferenceServer::spawn(self.slot.clone(), ONE_REQUEST);
-            }
-            server.client()
-        };
-        client.evaluate(positions)
+        self.client().evaluate(positions)
+    }
+
+    fn evaluate_until(
+        &self,
+        positions: &[&Position],
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Vec<Evaluation>, EvalError> {
+        self.client().evaluate_until(positions, give_up)
     }
 }
 
@@ -309,8 +356,6 @@ fn key_or_default(key: &Option<LoadKey>) -> LoadKey {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::AtomicUsize;
-
     use super::*;
 
     /// Fails its second batch only, as a passing CUDA out-of-memory would.

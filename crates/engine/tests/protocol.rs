@@ -323,6 +323,7 @@ fn a_network_failing_mid_search_is_reported_and_nothing_is_guessed() {
             evaluator: Arc::new(BreaksAfter { good: AtomicUsize::new(3) }),
             description: "breaks".into(),
             cuda: false,
+            cpu_threads: None,
         })
     });
     let mut e = Harness::with_config(config);
@@ -463,7 +464,12 @@ fn resigns_below_the_threshold_and_uses_the_loader() {
     config.loader = Arc::new(move |key| {
         counter.fetch_add(1, Ordering::SeqCst);
         assert_eq!(key.model.as_deref(), Some("fake model"));
-        Ok(LoadedNet { evaluator: Arc::new(BlackLoses), description: "black loses".into(), cuda: false })
+        Ok(LoadedNet {
+            evaluator: Arc::new(BlackLoses),
+            description: "black loses".into(),
+            cuda: false,
+            cpu_threads: None,
+        })
     });
     let mut e = Harness::with_config(config);
     e.send("setoption name Model value fake model");
@@ -618,7 +624,7 @@ impl Evaluator for PanicsAt {
 fn engine_with(evaluator: Arc<dyn Evaluator>, threads: usize) -> Harness {
     let mut config = EngineConfig::new(Options::default());
     config.loader = Arc::new(move |_key| {
-        Ok(LoadedNet { evaluator: Arc::clone(&evaluator), description: "test".into(), cuda: false })
+        Ok(LoadedNet { evaluator: Arc::clone(&evaluator), description: "test".into(), cuda: false, cpu_threads: None })
     });
     let mut e = Harness::with_config(config);
     e.send("setoption name Model value test");
@@ -702,4 +708,52 @@ fn every_protocol_test_with_four_search_threads() {
         .filter_map(|l| l.split(' ').next()?.parse::<usize>().ok())
         .sum();
     assert!(passed >= 15, "with four search threads, only {passed} tests ran:\n{text}");
+}
+
+/// A network on its own inference thread whose batches after the first `free` wait for `release`
+/// (a forward pass slowed to a crawl by a CPU shared with other engines).
+struct HeldAfter {
+    calls: AtomicUsize,
+    free: usize,
+    release: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl Evaluator for HeldAfter {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) >= self.free {
+            let _ = self.release.lock().unwrap().recv();
+        }
+        koma_mcts::UniformEvaluator.evaluate(positions)
+    }
+}
+
+#[test]
+fn a_batch_slower_than_the_time_left_is_abandoned_at_the_hard_limit() {
+    for threads in [1, 4] {
+        let (release, held) = std::sync::mpsc::channel();
+        let network = HeldAfter { calls: AtomicUsize::new(0), free: 3, release: std::sync::Mutex::new(held) };
+        let server = koma_mcts::InferenceServer::spawn(koma_mcts::EvaluatorSlot::new(Arc::new(network), "held"), 64);
+        let mut e = engine_with(Arc::new(server.client()), threads);
+        e.send("position startpos");
+        e.send("go byoyomi 400");
+        // Without giving up, no answer would come before the batch is released.
+        let (best, info) = e.bestmove(SHORT);
+        assert_legal(&Position::startpos(), &best);
+        assert!(
+            info.iter().any(|l| l.contains("hard time limit came during a network batch")),
+            "{threads} threads: {info:?}"
+        );
+        // Released, the network answers again, and the next search starts a fresh tree.
+        for _ in 0..1000 {
+            release.send(()).unwrap();
+        }
+        e.send("position startpos moves 7g7f");
+        e.send("go nodes 20");
+        let (best, info) = e.bestmove(SHORT);
+        assert_legal(&parse_position("startpos moves 7g7f").unwrap(), &best);
+        assert_eq!(final_nodes(&info), 20, "{threads} threads");
+        e.send("quit");
+        assert!(e.wait_exit(SHORT));
+        drop(release);
+    }
 }

@@ -70,6 +70,20 @@ impl EvalError {
 /// finite numbers, or an error.
 pub trait Evaluator: Send + Sync {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError>;
+
+    /// Like `evaluate`, but an evaluator that works elsewhere (on an inference thread) stops
+    /// waiting for its answer once `give_up()` says so, with [`EvalError::Cancelled`]: a search
+    /// with a hard deadline answers on time even when a forward pass is slow (a CPU shared with
+    /// other engines). The batch's work is lost. Evaluators that compute on the caller's thread
+    /// cannot be interrupted and just evaluate.
+    fn evaluate_until(
+        &self,
+        positions: &[&Position],
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Vec<Evaluation>, EvalError> {
+        let _ = give_up;
+        self.evaluate(positions)
+    }
 }
 
 /// Checks an evaluator's answer against the contract: one evaluation per position, every prior

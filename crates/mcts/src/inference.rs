@@ -14,9 +14,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crossbeam::channel::{unbounded, Receiver, Sender};
+use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 use koma_shogi::Position;
 
 use crate::evaluator::{check_evaluations, EvalError, Evaluation, Evaluator};
@@ -127,9 +127,31 @@ impl InferenceClient {
     /// (the model's error, not just "stopped"): a caller keeps the first error that reaches it,
     /// and that should say why.
     pub fn receive(&self, pending: Pending) -> Result<Vec<Evaluation>, EvalError> {
-        pending.0.recv().unwrap_or_else(|_| Err(recorded(&self.failure).unwrap_or_else(|| EvalError::Stopped)))
+        pending.0.recv().unwrap_or_else(|_| Err(self.stopped()))
+    }
+
+    /// Like [`InferenceClient::receive`], but stops waiting once `give_up()` says so (checked
+    /// every millisecond), with [`EvalError::Cancelled`]; the answer, when it comes, is dropped.
+    pub fn receive_until(&self, pending: Pending, give_up: &dyn Fn() -> bool) -> Result<Vec<Evaluation>, EvalError> {
+        loop {
+            match pending.0.recv_timeout(GIVE_UP_POLL) {
+                Ok(answer) => return answer,
+                Err(RecvTimeoutError::Disconnected) => return Err(self.stopped()),
+                Err(RecvTimeoutError::Timeout) if give_up() => {
+                    return Err(EvalError::Cancelled("stopped waiting for the network (deadline)"))
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    fn stopped(&self) -> EvalError {
+        recorded(&self.failure).unwrap_or(EvalError::Stopped)
     }
 }
+
+/// How often a caller that may give up looks at its condition while it waits.
+const GIVE_UP_POLL: Duration = Duration::from_millis(1);
 
 /// A client is itself an evaluator: several players (arena games, search threads) that share one
 /// server get their leaves merged into the server's batches.
@@ -137,6 +159,15 @@ impl Evaluator for InferenceClient {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
         let owned: Vec<Position> = positions.iter().map(|p| p.without_history()).collect();
         self.receive(self.submit(owned))
+    }
+
+    fn evaluate_until(
+        &self,
+        positions: &[&Position],
+        give_up: &dyn Fn() -> bool,
+    ) -> Result<Vec<Evaluation>, EvalError> {
+        let owned: Vec<Position> = positions.iter().map(|p| p.without_history()).collect();
+        self.receive_until(self.submit(owned), give_up)
     }
 }
 

@@ -106,3 +106,41 @@ fn a_caller_that_got_the_error_finds_the_service_stopped() {
         assert_eq!(server.failure().map(|e| e.to_string()), Some(error.to_string()));
     }
 }
+
+/// Answers once `release` says so, after saying on `entered` that it has the batch.
+struct AnswersWhenReleased {
+    entered: Sender<()>,
+    release: Receiver<()>,
+}
+
+impl Evaluator for AnswersWhenReleased {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        self.entered.send(()).unwrap();
+        self.release.recv().unwrap();
+        Ok(positions.iter().map(|_| Evaluation { priors: Vec::new(), wdl: [1.0, 0.0, 0.0] }).collect())
+    }
+}
+
+#[test]
+fn a_caller_with_a_deadline_stops_waiting_for_a_batch_still_running_and_the_service_goes_on() {
+    let (entered_tx, entered) = unbounded();
+    let (release, release_rx) = unbounded();
+    let evaluator = AnswersWhenReleased { entered: entered_tx, release: release_rx };
+    let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(evaluator), "held"), 8);
+    let client = server.client();
+    let start = Position::startpos();
+    // Gives up once the batch is inside the evaluator (which holds it until released).
+    let give_up = || entered.try_recv().is_ok();
+    let error = client.evaluate_until(&[&start], &give_up).unwrap_err();
+    assert!(matches!(error, EvalError::Cancelled(_)), "{error}");
+    // The batch it left is still running: the service finishes it and then answers the next.
+    release.send(()).unwrap();
+    let next = std::thread::spawn(move || client.evaluate(&[&Position::startpos()]).map(|e| e.len()));
+    entered.recv().unwrap();
+    release.send(()).unwrap();
+    assert_eq!(next.join().unwrap().unwrap(), 1);
+    // Evaluators on the caller's thread cannot be interrupted: the default just evaluates.
+    let never = || -> bool { panic!("an evaluator on the caller's thread has nothing to give up") };
+    let uniform = koma_mcts::UniformEvaluator.evaluate_until(&[&start], &never).unwrap();
+    assert_eq!(uniform.len(), 1);
+}

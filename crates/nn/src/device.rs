@@ -295,11 +295,18 @@ impl RunOptions {
     /// Applies the thread setting and resolves device and kind.
     pub fn resolve(&self) -> Result<(Device, Kind)> {
         if let Some(n) = self.cpu_threads {
-            tch::set_num_threads(n.max(1) as i32);
+            set_cpu_threads(n);
         }
         let device = self.device.resolve()?;
         Ok((device, self.precision.resolve(device)?))
     }
+}
+
+/// Sets libtorch's intra-op threads for CPU work started from the calling thread and from threads
+/// that have not run parallel CPU work yet (libtorch reads the count into each thread once: an
+/// inference thread must set it itself to change it later).
+pub fn set_cpu_threads(n: usize) {
+    tch::set_num_threads(n.max(1) as i32);
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ pub(crate) struct MateSolver(Option<(u64, DfPn)>);
 
 impl MateSolver {
     /// The solver with a table of `mib` MiB (reallocated when `MateHash` changed).
-    pub(super) fn get(&mut self, mib: u64) -> &mut DfPn {
+    pub(crate) fn get(&mut self, mib: u64) -> &mut DfPn {
         if self.0.as_ref().is_none_or(|(m, _)| *m != mib) {
             self.0 = None; // free the old table before allocating the new one
             self.0 = Some((mib, DfPn::new(mib as usize)));

@@ -14,12 +14,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use koma_mcts::Search;
+use koma_mcts::{Search, SearchConfig};
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Move, Position, Status};
 
 use crate::io::Output;
-use crate::net_loader::{LoadKey, Loader};
+use crate::net_loader::{LoadKey, LoadedNet, Loader};
 use crate::options::Options;
 use crate::time::{self, GoParams};
 
@@ -52,12 +52,58 @@ impl Control {
 /// The search tree kept between moves (tree reuse) and what it was built for.
 #[derive(Default)]
 pub(crate) struct TreeState {
-    pub search: Option<Search>,
-    /// Cache size (MiB), rules and evaluator identity the tree was built with.
-    key: Option<(u64, GameRules, usize)>,
+    search: Option<Search>,
+    /// Cache size (MiB) and rules the search was allocated with.
+    allocated_for: Option<(u64, GameRules)>,
+    /// The evaluator whose judgements fill the tree and the cache (`None`: none yet).
+    evaluator: Option<usize>,
     /// Set by `usinewgame`.
     pub reset: bool,
 }
+
+impl TreeState {
+    /// The search for `options`, allocated (its evaluation cache is `NN_Cache` MiB) only when the
+    /// cache size or the rules changed: `isready` calls this so that the first `go` does not
+    /// spend its time in page faults. A new `evaluator` forgets the tree and the cache; a new
+    /// game (`reset`) only the tree, since the cached evaluations still hold.
+    pub(crate) fn prepare(&mut self, options: &Options, evaluator: Option<usize>) -> &mut Search {
+        let wanted = (options.nn_cache_mib, options.rules());
+        if self.allocated_for != Some(wanted) {
+            self.search = None; // free the old cache before allocating the new one
+            let cache_entries = options.cache_entries();
+            let mut search = Search::new(SearchConfig::evaluation(), wanted.1, SEARCH_SEED);
+            if cache_entries > 0 {
+                search = search.with_cache(cache_entries);
+            }
+            self.search = Some(search);
+            self.allocated_for = Some(wanted);
+            self.evaluator = None;
+        }
+        let search = self.search.as_mut().expect("allocated above");
+        if evaluator.is_some() && self.evaluator != evaluator {
+            if self.evaluator.is_some() {
+                search.clear_evaluations();
+            } else {
+                search.clear_tree();
+            }
+            self.evaluator = evaluator;
+        }
+        if std::mem::take(&mut self.reset) {
+            search.clear_tree();
+        }
+        search
+    }
+
+    /// Forgets the tree (a failed search leaves pending leaves in it).
+    pub(crate) fn forget_tree(&mut self) {
+        if let Some(search) = self.search.as_mut() {
+            search.clear_tree();
+        }
+    }
+}
+
+/// Fallback seed; engine play has no randomness (no root noise, temperature 0).
+const SEARCH_SEED: u64 = 0x6b6f_6d61;
 
 pub(crate) struct Job {
     pub pos: Position,
@@ -199,6 +245,22 @@ impl Job {
         self.started.elapsed().as_millis()
     }
 
+    /// `Threads 0` with the network on the CPU: as many libtorch threads as cores are free now
+    /// (less one for the df-pn search beside the MCTS), so that an engine sharing the machine with
+    /// its opponent, or with the engines of other games, does not oversubscribe it.
+    fn choose_cpu_threads(&self, net: &LoadedNet, root_mate: bool) {
+        let Some(wanted) = &net.cpu_threads else { return };
+        let free = koma_base::cpu::free_cores();
+        let threads = free.saturating_sub(usize::from(root_mate)).max(1);
+        if wanted.swap(threads, Ordering::Relaxed) != threads {
+            self.out.info_string(&format!(
+                "libtorch threads: {threads} ({free} of {} cores free{})",
+                koma_base::cpu::cores(),
+                if root_mate { ", one for the mate search" } else { "" }
+            ));
+        }
+    }
+
     fn think(&self) -> Answer {
         let mut pos = self.pos.clone();
         let legal = pos.legal_moves();
@@ -276,7 +338,9 @@ impl Job {
             draw_first = left < root_plies;
             root_plies = root_plies.min(left);
         }
-        if root_plies == 0 || !restrict.is_empty() || rule.is_try() {
+        let root_mate = root_plies > 0 && restrict.is_empty() && !rule.is_try();
+        self.choose_cpu_threads(&net, root_mate);
+        if !root_mate {
             return self.mcts(&mut pos, &net, budget, node_limit, &restrict, None);
         }
         self.mcts_beside_root_mate(&mut pos, &net, budget, node_limit, root_plies, draw_first)

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use koma_base::stop::RaiseOnDrop;
-use koma_mcts::{Evaluator, Search, SearchConfig, Selection};
+use koma_mcts::{EvalError, Evaluator, Search, Selection};
 use koma_shogi::{Move, Position};
 
 use super::info::INFO_INTERVAL;
@@ -18,8 +18,6 @@ use crate::time::Budget;
 
 /// Stack of each further search thread (the walk is iterative; positions are cloned per batch).
 const SEARCH_STACK_BYTES: usize = 8 << 20;
-/// Fallback seed; engine play has no randomness (no root noise, temperature 0).
-const SEED: u64 = 0x6b6f_6d61;
 
 impl Job {
     pub(super) fn mcts(
@@ -33,23 +31,11 @@ impl Job {
     ) -> Answer {
         let mut guard = self.tree.lock().unwrap_or_else(|e| {
             let mut g = e.into_inner();
-            g.search = None;
+            g.forget_tree();
             g
         });
         let tree = &mut *guard;
-        let rules = self.options.rules();
-        let key = (self.options.nn_cache_mib, rules, Arc::as_ptr(&net.evaluator) as *const () as usize);
-        if tree.reset || tree.search.is_none() || tree.key != Some(key) {
-            let cache_entries = self.options.cache_entries();
-            let mut search = Search::new(SearchConfig::evaluation(), rules, SEED);
-            if cache_entries > 0 {
-                search = search.with_cache(cache_entries);
-            }
-            tree.search = Some(search);
-            tree.key = Some(key);
-            tree.reset = false;
-        }
-        let search = tree.search.as_mut().expect("just set");
+        let search = tree.prepare(&self.options, Some(Arc::as_ptr(&net.evaluator) as *const () as usize));
         search.start(pos, u32::MAX);
 
         let evaluator = Arc::clone(&net.evaluator);
@@ -58,9 +44,15 @@ impl Job {
         let only_move = search.root_children().len() == 1;
         let mut stats =
             Stats { base_visits: search.root_visits(), root_ply: pos.plies_from_root(), seldepth: 0, memory_budget };
+        // Past the hard limit nobody waits for the network any more: the answer comes from the
+        // visits backed up, and the batches in flight are dropped (a forward pass slowed by a
+        // CPU shared with other engines must not make us lose on time).
+        let past_hard = || !self.waiting() && budget.is_some_and(|b| self.clock_start().elapsed() >= b.hard);
         let walker = Walker {
             search: Mutex::new(search),
             evaluator: evaluator.as_ref(),
+            past_hard: &past_hard,
+            abandoned: AtomicBool::new(false),
             root_ply: stats.root_ply,
             // At least the root's evaluation: `go nodes 0` still plays the network's first choice.
             node_cap: node_limit.map(|n| stats.base_visits as u64 + n.max(1)),
@@ -169,16 +161,18 @@ impl Job {
             }
         });
         stats.seldepth = walker.seldepth();
+        if walker.abandoned.load(Ordering::Relaxed) {
+            // Its leaves stay pending: the next search starts a fresh tree (`Search::start`).
+            self.out.info_string("the hard time limit came during a network batch: answering without it");
+        }
         let failure = walker.failure.into_inner().unwrap_or_else(|e| e.into_inner());
         let search = walker.search.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some(e) = failure {
             // Nothing guessed in the network's place: the move is decided by the visits made so
             // far (a resignation when there are none). The failed batch's leaves are still pending
-            // in the tree: the next search starts anew.
+            // in the tree: the next search starts anew (`Search::start`).
             self.out.warn(&format!("error: {e}"));
-            let answer_from_visits = search.root_visits() > 0;
-            tree.reset = true;
-            if !answer_from_visits {
+            if search.root_visits() == 0 {
                 return Answer::Resign;
             }
         }
@@ -201,6 +195,10 @@ impl Job {
 struct Walker<'a> {
     search: Mutex<&'a mut Search>,
     evaluator: &'a dyn Evaluator,
+    /// Whether the hard time limit has passed: no thread waits for a batch after it.
+    past_hard: &'a (dyn Fn() -> bool + Sync),
+    /// A batch was left unanswered at the hard limit.
+    abandoned: AtomicBool,
     root_ply: usize,
     /// Root visits at which the search stops (a node limit): no thread selects beyond it.
     node_cap: Option<u64>,
@@ -240,7 +238,8 @@ impl<'a> Walker<'a> {
     /// One batch: up to `want` leaves selected under the tree's lock (virtual visits steer each
     /// walk, and the other threads' walks, away from leaves already in flight), evaluated outside
     /// it, and backed up under it. None after a network failure (recorded, and every thread
-    /// halted).
+    /// halted) or when the hard time limit came while waiting for the network (the batch is
+    /// abandoned).
     fn batch(&self, root: &mut Position, want: usize) -> Option<BatchDone> {
         let mut leaves = Vec::with_capacity(want);
         let mut snapshots: Vec<Position> = Vec::with_capacity(want);
@@ -273,7 +272,7 @@ impl<'a> Walker<'a> {
         }
         let started = Instant::now();
         let refs: Vec<&Position> = snapshots.iter().collect();
-        let evaluations = self.evaluator.evaluate(&refs).and_then(|e| {
+        let evaluations = self.evaluator.evaluate_until(&refs, self.past_hard).and_then(|e| {
             koma_mcts::check_evaluations("the network", refs.len(), &e)?;
             Ok(e)
         });
@@ -286,6 +285,11 @@ impl<'a> Walker<'a> {
                 }
                 self.in_flight.fetch_sub(leaves.len(), Ordering::Relaxed);
                 Some(BatchDone { resolved, evaluated: Some(evaluated) })
+            }
+            Err(EvalError::Cancelled(_)) => {
+                self.abandoned.store(true, Ordering::Relaxed);
+                self.halt.store(true, Ordering::Relaxed);
+                None
             }
             Err(e) => {
                 self.fail(format!("network evaluation failed: {e}"));
