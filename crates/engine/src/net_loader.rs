@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceClient, InferenceServer, UniformEvaluator};
-use koma_nn::{DeviceSpec, Network, Precision, RunOptions, SharedNetwork};
+use koma_nn::{DeviceSpec, Network, Precision, RunOptions, SharedNetwork, ThreadedNetwork};
 use koma_shogi::Position;
 
 use crate::io::Output;
@@ -114,16 +114,12 @@ pub fn network_loader() -> LoadFn {
             koma_nn::device::device_name(network.device()),
             network.kind()
         );
-        let shared: Arc<dyn Evaluator> = Arc::new(SharedNetwork::new(network));
         let cpu_threads = (!cuda && key.threads == 0).then(|| Arc::new(AtomicUsize::new(0)));
-        let served = match &cpu_threads {
-            Some(wanted) => {
-                let network =
-                    WithCpuThreads { network: shared, wanted: Arc::clone(wanted), applied: AtomicUsize::new(0) };
-                ServedNetwork::new(Arc::new(network), path)
-            }
-            None => ServedNetwork::new(shared, path),
+        let network: Arc<dyn Evaluator> = match &cpu_threads {
+            Some(wanted) => Arc::new(ThreadedNetwork::new(network, wanted.clone())),
+            None => Arc::new(SharedNetwork::new(network)),
         };
+        let served = ServedNetwork::new(network, path);
         let batch = match key.warmup_batch {
             0 if cuda => 32,
             0 => 8,
@@ -136,24 +132,6 @@ pub fn network_loader() -> LoadFn {
         }
         Ok(LoadedNet { evaluator: Arc::new(served), description, cuda, cpu_threads })
     })
-}
-
-/// A CPU network whose intra-op thread count follows `wanted` (0: leave it). libtorch takes the
-/// count into each thread once, so it is set here, on the inference thread, before a batch.
-struct WithCpuThreads {
-    network: Arc<dyn Evaluator>,
-    wanted: Arc<AtomicUsize>,
-    applied: AtomicUsize,
-}
-
-impl Evaluator for WithCpuThreads {
-    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
-        let wanted = self.wanted.load(Ordering::Relaxed);
-        if wanted > 0 && self.applied.swap(wanted, Ordering::Relaxed) != wanted {
-            koma_nn::device::set_cpu_threads(wanted);
-        }
-        self.network.evaluate(positions)
-    }
 }
 
 /// A loaded network behind its own inference service. A failed batch stops a service for good (what

@@ -20,6 +20,7 @@ mod faults;
 pub mod model;
 pub mod network;
 mod search_evaluator;
+pub use search_evaluator::{ThreadBudget, ThreadedNetwork};
 
 pub use checkpoint::{CheckpointMeta, EncodingInfo, TrainingInfo};
 pub use config::{Activation, GlobalPoolConfig, ModelConfig, SeConfig};

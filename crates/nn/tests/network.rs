@@ -265,3 +265,28 @@ fn the_features_of_a_mirrored_position_are_the_mirrored_planes() {
         }
     }
 }
+
+/// The thread count a budget asks for is the one the batch's thread runs with (libtorch keeps a
+/// count per thread, so setting it elsewhere would not reach an inference service's thread), and
+/// the answers are the network's whatever the count.
+#[test]
+fn a_threaded_network_runs_each_batch_with_the_budgets_threads_on_the_calling_thread() {
+    let ps = positions(6, 11);
+    let refs: Vec<&Position> = ps.iter().collect();
+    let reference = SharedNetwork::new(network());
+    let expected = Evaluator::evaluate(&reference, &refs).unwrap();
+    let budget = Arc::new(std::sync::atomic::AtomicUsize::new(1));
+    let threaded = koma_nn::ThreadedNetwork::new(reference.into_inner(), budget.clone());
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                for threads in [1, 2, 1] {
+                    budget.store(threads, Ordering::Relaxed);
+                    close(&threaded.evaluate(&refs).unwrap(), &expected, 1e-5);
+                    assert_eq!(tch::get_num_threads(), threads as i32);
+                }
+            })
+            .join()
+            .unwrap();
+    });
+}

@@ -56,6 +56,10 @@ pub struct RunConfig {
     pub inference_precision: Precision,
     /// libtorch intra-op threads (process-wide; 0: libtorch's default).
     pub threads: usize,
+    /// On the CPU, self-play's inference takes the cores the trainer leaves idle: every core while
+    /// the trainer waits for samples, all but its `threads` while it trains (docs/pipeline.md).
+    /// Off: self-play keeps `threads` whatever the trainer does.
+    pub selfplay_uses_idle_cores: bool,
     /// Self-play games per HDF5 shard: smaller shards reach the trainer sooner.
     pub games_per_shard: usize,
     /// Opening suite for `[selfplay] openings_fraction` of the games: a file of USI position
@@ -85,6 +89,7 @@ impl Default for RunConfig {
             device: DeviceList::default(),
             inference_precision: Precision::Auto,
             threads: 0,
+            selfplay_uses_idle_cores: true,
             games_per_shard: 16,
             openings: OpeningSuite::builtin("balanced-8"),
             records: None,
@@ -306,6 +311,21 @@ impl PipelineConfig {
             .collect())
     }
 
+    /// How self-play and the trainer share the cores (`[run] selfplay_uses_idle_cores`): only
+    /// when self-play's every device is the CPU.
+    pub fn core_share(&self) -> Option<crate::core_share::CoreShare> {
+        if !self.run.selfplay_uses_idle_cores {
+            return None;
+        }
+        let on_cpu = |o: &koma_nn::RunOptions| o.device.resolve().is_ok_and(|d| d == tch::Device::Cpu);
+        if !self.inference_options().ok()?.iter().all(on_cpu) {
+            return None;
+        }
+        let cores = koma_base::cpu::cores();
+        let trainer_threads = if self.run.threads > 0 { self.run.threads } else { cores };
+        Some(crate::core_share::CoreShare::new(cores, trainer_threads))
+    }
+
     /// The rules arena games are played under: the run's rules ([selfplay] impasse and
     /// max_moves_rule), with the arena's own game length.
     pub fn arena_rules(&self) -> koma_shogi::rules::GameRules {
@@ -359,6 +379,22 @@ mod tests {
             }
         }
         assert!(parsed >= 3 + 6, "{parsed} configs");
+    }
+
+    /// The embedded default shares the cores between the trainer and self-play; off, or with
+    /// self-play on a GPU, nothing is shared.
+    #[test]
+    fn selfplay_takes_idle_cores_on_the_cpu_only() {
+        use koma_nn::ThreadBudget;
+        let c = PipelineConfig::parse("[run]\ndevice = \"cpu\"\nthreads = 1\n", "x.toml").unwrap();
+        let share = c.core_share().expect("a CPU run shares its cores");
+        assert_eq!(share.threads(), koma_base::cpu::cores(), "the trainer waits before its first step");
+        let off = "[run]\ndevice = \"cpu\"\nselfplay_uses_idle_cores = false\n";
+        assert!(PipelineConfig::parse(off, "x.toml").unwrap().core_share().is_none());
+        if !tch::Cuda::is_available() {
+            let cuda = PipelineConfig::parse("[run]\ndevice = \"cuda\"\n", "x.toml").unwrap();
+            assert!(cuda.core_share().is_none(), "a device that cannot run is no CPU either");
+        }
     }
 
     #[test]

@@ -20,6 +20,7 @@
 pub mod config;
 mod config_fields;
 pub mod config_reference;
+pub mod core_share;
 mod error;
 pub mod evaluation;
 pub mod events;

@@ -175,13 +175,18 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let stage_events = &stage_events;
     // Which stage ended first (an error, a panic): its error is the run's, the others followed.
     let mut first_ended: Option<&'static str> = None;
+    let core_share = config.core_share().map(Arc::new);
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
         let trainer = scope.spawn(|| {
             stages::trainer::run(stages_run, true, stages_stop.clone(), &mut |p| {
+                if let Some(share) = &core_share {
+                    share.observe(&p);
+                }
                 let _ = stage_events.send(Event::Train(p));
             })
         });
-        let selfplay = scope.spawn(|| stages::selfplay::run(stages_run, stages_stop.clone(), stage_events));
+        let selfplay =
+            scope.spawn(|| stages::selfplay::run(stages_run, stages_stop.clone(), stage_events, core_share.clone()));
         let mut side = Vec::new();
         if config.gating.enabled {
             let gatekeeper = scope.spawn(|| stages::gatekeeper::run(stages_run, stages_stop.clone(), stage_events));

@@ -86,7 +86,7 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, js
     bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.dir.root.display()));
     let started = Instant::now();
     let summary = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| koma_pipeline::stages::selfplay::run(&run, stop.clone(), &sender));
+        let worker = scope.spawn(|| koma_pipeline::stages::selfplay::run(&run, stop.clone(), &sender, None));
         while !worker.is_finished() || !events.is_empty() {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(s.line()),

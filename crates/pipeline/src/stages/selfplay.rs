@@ -11,13 +11,14 @@ use crossbeam::channel::Sender;
 use koma_base::host::host_name;
 use koma_base::stop::{RaiseOnDrop, RaiseOnPanic};
 use koma_data::{GameSamples, ShardWriter, WriterSummary};
-use koma_mcts::EvaluatorSlot;
-use koma_nn::{Network, RunOptions, SharedNetwork};
+use koma_mcts::{Evaluator, EvaluatorSlot};
+use koma_nn::{Network, RunOptions, SharedNetwork, ThreadedNetwork};
 use koma_selfplay::seed::SEED_ATTRIBUTE;
 use koma_selfplay::{Progress, RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
 use crate::config::PipelineConfig;
+use crate::core_share::CoreShare;
 use crate::error::{PipelineError, Result};
 use crate::events::Event;
 use crate::run::Run;
@@ -218,8 +219,23 @@ fn start_positions(config: &PipelineConfig) -> StartPositions {
 /// Shards are named `PREFIX-NNNNNN.h5` with this process's own prefix ([`shard_prefix`]). With
 /// several devices (`[run] device`), each gets a copy of the model and an inference service; a
 /// new model is loaded on every device before any of them switches.
-pub fn run(run: &Run, stop: Arc<AtomicBool>, events: &Sender<Event>) -> Result<SelfPlaySummary> {
-    play(&run.dir, &run.config, &shard_prefix(), stop, events)
+/// `share`: the cores this process's trainer leaves idle go to self-play's inference (the
+/// pipeline's one process on the CPU; `None` keeps `[run] threads`).
+pub fn run(
+    run: &Run,
+    stop: Arc<AtomicBool>,
+    events: &Sender<Event>,
+    share: Option<Arc<CoreShare>>,
+) -> Result<SelfPlaySummary> {
+    play(&run.dir, &run.config, &shard_prefix(), stop, events, share)
+}
+
+/// The network self-play's inference service runs: its libtorch threads follow `share` if any.
+fn served(network: Network, share: &Option<Arc<CoreShare>>) -> Arc<dyn Evaluator> {
+    match share {
+        Some(share) => Arc::new(ThreadedNetwork::new(network, share.clone())),
+        None => Arc::new(SharedNetwork::new(network)),
+    }
 }
 
 /// `selfplay-HOST-UNIXSECONDS-PID`: unique per process and host, so several self-play processes
@@ -235,11 +251,13 @@ fn play(
     prefix: &str,
     stop: Arc<AtomicBool>,
     events: &Sender<Event>,
+    share: Option<Arc<CoreShare>>,
 ) -> Result<SelfPlaySummary> {
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let options = config.inference_options()?;
     let (first, networks) = first_usable_model(run, current, &options)?;
-    let slots: Vec<Arc<EvaluatorSlot>> = networks.into_iter().map(|n| SharedNetwork::slot(n, &first.name())).collect();
+    let slots: Vec<Arc<EvaluatorSlot>> =
+        networks.into_iter().map(|n| EvaluatorSlot::new(served(n, &share), &first.name())).collect();
     let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
     let _ = events.send(Event::ModelSwitched { model: first.name() });
     tracing::info!(model = %first.name(), "self-play starts");
@@ -298,7 +316,7 @@ fn play(
                 match load_on_devices(&current, &options) {
                     Ok(networks) => {
                         for (slot, network) in slots.iter().zip(networks) {
-                            SharedNetwork::replace_in(slot, network, &current.name());
+                            slot.replace(served(network, &share), &current.name());
                         }
                         tracing::info!(model = %current.name(), "self-play switched model");
                         let _ = events.send(Event::ModelSwitched { model: current.name() });
