@@ -25,9 +25,21 @@ pub fn handicap_position(name: &str) -> Option<Position> {
     Handicap::from_name(name).map(Handicap::position)
 }
 
-/// End words of move lines, longest first.
-const END_WORDS: [&str; 11] =
-    ["入玉勝ち", "入玉宣言", "反則勝ち", "反則負け", "切れ負け", "持将棋", "千日手", "投了", "詰み", "中断", "不詰"];
+/// End words of move lines, longest first. `最大手数` (the move limit, a draw) is rsshogi's.
+const END_WORDS: [&str; 12] = [
+    "入玉勝ち",
+    "入玉宣言",
+    "反則勝ち",
+    "反則負け",
+    "切れ負け",
+    "最大手数",
+    "持将棋",
+    "千日手",
+    "投了",
+    "詰み",
+    "中断",
+    "不詰",
+];
 
 fn end_word_result(word: &str, stm: Color) -> Option<GameResult> {
     let (winner, reason) = match word {
@@ -40,6 +52,7 @@ fn end_word_result(word: &str, stm: Color) -> Option<GameResult> {
         "反則負け" => (Some(!stm), EndReason::IllegalMove),
         "反則勝ち" => (Some(stm), EndReason::IllegalMove),
         "中断" => (None, EndReason::Abort),
+        "最大手数" => (None, EndReason::MaxMoves),
         _ => return None,
     };
     Some(GameResult { winner, reason })
@@ -76,6 +89,7 @@ fn summary_result(line: &str, stm: Color) -> Option<GameResult> {
             "千日手" => (None, EndReason::Repetition),
             "持将棋" => (None, EndReason::Declaration),
             "中断" => (None, EndReason::Abort),
+            "最大手数" => (None, EndReason::MaxMoves),
             "詰み" => (Some(!stm), EndReason::Checkmate),
             "入玉宣言" => (Some(stm), EndReason::Declaration),
             _ => return None,
@@ -738,6 +752,16 @@ mod tests {
         assert_eq!(g.result, Some(GameResult { winner: Some(Color::Black), reason: EndReason::Resignation }));
         let again = parse_kif(&write_kif(&g).unwrap()).unwrap();
         assert_eq!(again, g);
+    }
+
+    #[test]
+    fn move_limit_end_word() {
+        // rsshogi ends a game drawn at the move limit with `最大手数` (KIF) and `まで…手で最大手数`.
+        let max_moves = Some(GameResult { winner: None, reason: EndReason::MaxMoves });
+        let g = parse_kif("手合割：平手\n   1 ７六歩(77)\n   2 最大手数\nまで1手で最大手数\n").unwrap();
+        assert_eq!((g.moves.len(), g.result), (1, max_moves));
+        let g = parse_kif("手合割：平手\n▲７六歩\nまで1手で最大手数\n").unwrap();
+        assert_eq!((g.moves.len(), g.result), (1, max_moves));
     }
 
     #[test]

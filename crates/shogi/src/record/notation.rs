@@ -452,7 +452,10 @@ pub(crate) fn strip_square(s: &str) -> Option<(Square, &str)> {
 
 /// Reads one move in Japanese (KI2) notation, with or without ▲△☗☖, such as `７六歩`, `同　歩`,
 /// `５二金直`, `２二角成`, `５五角打`, and returns the legal move it names. `previous_to` is the
-/// previous move's destination (for 同).
+/// previous move's destination (for 同). Each word narrows the pieces that can legally move
+/// there; extra words are accepted (`５二金左上` where `５二金左` is enough), and so is a side
+/// word alone for the piece on that side that does not move up, when the other one does
+/// (`４八金左` for `４八金左寄`, as cshogi and rsshogi write it).
 pub fn parse_japanese(pos: &Position, text: &str, previous_to: Option<Square>) -> Result<Move, String> {
     let s = text.trim();
     let s = s.trim_start_matches(['▲', '△', '☗', '☖', '▽', '▼']);
@@ -534,6 +537,21 @@ pub fn parse_japanese(pos: &Position, text: &str, previous_to: Option<Square>) -
             _ => true,
         })
     });
+    // A side word (左/右) without a motion word that fits two pieces: cshogi and rsshogi write
+    // the side word alone for the piece that does not move up when the other one on that side
+    // does (golds on 5h, 3h and 5i, 5h to 4h: `４八金左`, where the JSA rules give `４八金左寄` as
+    // 5i is on the left too). Neither writes a piece moving up (上) without 上 when another
+    // piece on its side can move there, nor a piece whose motion alone tells it apart without
+    // that motion, so those are not the one meant.
+    let motion_word = words.iter().any(|w| ["上", "寄", "引", "行", "入"].contains(w));
+    if cands.len() > 1 && !motion_word && (has("左") || has("右")) {
+        let own_motion = |f: Square| sources.iter().all(|&o| o == f || mot(o) != mot(f));
+        let rest: Vec<Move> =
+            cands.iter().copied().filter(|m| mot(m.from()) != Motion::Up && !own_motion(m.from())).collect();
+        if rest.len() == 1 {
+            cands = rest;
+        }
+    }
     match cands.as_slice() {
         [m] => Ok(*m),
         [] => Err(format!("no legal move matches {text:?}")),
@@ -640,6 +658,83 @@ mod tests {
             let m = mv(&pos, u);
             assert_eq!(parse_japanese(&pos, &japanese(&pos, m, None), None), Ok(m));
         }
+    }
+
+    #[test]
+    fn side_and_motion_when_each_alone_names_two() {
+        // Golds on 5h (寄, left), 3h (寄, right) and 5i (上, left) all reach 4h. 5h shares its
+        // motion with 3h and its side with 5i: the JSA rules give both words, 左寄. cshogi and
+        // rsshogi write `４八金左`, which koma reads too (5i would be written `４八金上`).
+        let pos = Position::from_sfen("4k4/9/9/9/9/9/9/4G1G2/K3G4 b - 1").unwrap();
+        let (g5h, g3h, g5i) = (mv(&pos, "5h4h"), mv(&pos, "3h4h"), mv(&pos, "5i4h"));
+        assert_eq!(japanese(&pos, g5h, None), "４八金左寄");
+        assert_eq!(japanese(&pos, g3h, None), "４八金右");
+        assert_eq!(japanese(&pos, g5i, None), "４八金上");
+        for (text, m) in [
+            ("▲４八金左寄", g5h),
+            ("▲４八金左", g5h),
+            ("▲４八金右", g3h),
+            ("▲４八金右寄", g3h),
+            ("▲４八金上", g5i),
+            ("▲４八金左上", g5i),
+        ] {
+            assert_eq!(parse_japanese(&pos, text, None), Ok(m), "{text}");
+        }
+        // Words that fit no piece, or several, stay errors.
+        for text in ["▲４八金寄", "▲４八金", "▲４八金右上", "▲４八金直", "▲４八金引"] {
+            assert!(parse_japanese(&pos, text, None).is_err(), "{text}");
+        }
+        // White, the same golds turned round (5b, 7b, 5a reaching 6b): left is towards file 1.
+        let pos = Position::from_sfen("k3g4/2g1g4/9/9/9/9/9/9/4K4 w - 1").unwrap();
+        let (g5b, g7b, g5a) = (mv(&pos, "5b6b"), mv(&pos, "7b6b"), mv(&pos, "5a6b"));
+        assert_eq!(japanese(&pos, g5b, None), "６二金左寄");
+        assert_eq!(japanese(&pos, g7b, None), "６二金右");
+        assert_eq!(japanese(&pos, g5a, None), "６二金上");
+        assert_eq!(parse_japanese(&pos, "△６二金左", None), Ok(g5b));
+        assert_eq!(parse_japanese(&pos, "△６二金左寄", None), Ok(g5b));
+        // The same with the motions swapped: golds on 6e (寄), 6f (上, left) and 5f (直) reaching
+        // 5e; 6f is `５五金左上` for every writer, and `５五金左`, which none writes, stays
+        // ambiguous (6e is `５五金寄`).
+        let pos = Position::from_sfen("4k4/9/9/9/3G5/3GG4/9/9/K8 b - 1").unwrap();
+        let (g6e, g6f, g5f) = (mv(&pos, "6e5e"), mv(&pos, "6f5e"), mv(&pos, "5f5e"));
+        assert_eq!(japanese(&pos, g6e, None), "５五金寄");
+        assert_eq!(japanese(&pos, g6f, None), "５五金左上");
+        assert_eq!(japanese(&pos, g5f, None), "５五金直");
+        assert!(parse_japanese(&pos, "▲５五金左", None).is_err());
+        assert_eq!(parse_japanese(&pos, "▲５五金左上", None), Ok(g6f));
+        assert_eq!(parse_japanese(&pos, "▲５五金左寄", None), Ok(g6e));
+        // White tokins on 5c (直), 4c (上, left), 6d (寄, right) and 4d (寄, left) reaching 5d:
+        // 4d is `５四と左寄`; rsshogi writes `５四と左` (cshogi `５四と左寄`), read as 4d too.
+        let pos = Position::from_sfen("9/2+p1+p3k/4+p+p3/3+p1+p3/9/9/3K5/9/9 w - 1").unwrap();
+        let (t4d, t4c) = (mv(&pos, "4d5d"), mv(&pos, "4c5d"));
+        assert_eq!(japanese(&pos, t4d, None), "５四と左寄");
+        assert_eq!(japanese(&pos, t4c, None), "５四と左上");
+        assert_eq!(parse_japanese(&pos, "△５四と左", None), Ok(t4d));
+        assert_eq!(parse_japanese(&pos, "△５四と左上", None), Ok(t4c));
+        // Silvers on 6d (引, left), 4d (引, right) and 6f (上, left) reaching 5e: 6d is `５五銀左引`,
+        // and `５五銀左` (cshogi's) reads as 6d.
+        let pos = Position::from_sfen("4k4/9/9/3S1S3/9/3S5/9/9/K8 b - 1").unwrap();
+        let s6d = mv(&pos, "6d5e");
+        assert_eq!(japanese(&pos, s6d, None), "５五銀左引");
+        assert_eq!(japanese(&pos, mv(&pos, "6f5e"), None), "５五銀上");
+        assert_eq!(parse_japanese(&pos, "▲５五銀左", None), Ok(s6d));
+        // Tokins on 9f, 7f and 9g reaching 8f: the same shape with promoted pawns, to the right.
+        let pos = Position::from_sfen("4k4/9/9/9/9/+P1+P6/+P8/9/4K4 b - 1").unwrap();
+        let (t9f, t7f, t9g) = (mv(&pos, "9f8f"), mv(&pos, "7f8f"), mv(&pos, "9g8f"));
+        assert_eq!(japanese(&pos, t9f, None), "８六と左寄");
+        assert_eq!(japanese(&pos, t7f, None), "８六と右");
+        assert_eq!(japanese(&pos, t9g, None), "８六と上");
+        assert_eq!(parse_japanese(&pos, "▲８六と左", None), Ok(t9f));
+        // Four golds (5h, 3h 寄; 5i, 3i 上): every move needs both words. rsshogi writes 5h-4h
+        // `４八金左` and 3h-4h `４八金右` (cshogi `左寄`, `右寄`); those read as the golds moving
+        // sideways, while `寄` or `上` alone fit two golds.
+        let pos = Position::from_sfen("4k4/9/9/9/9/9/9/4G1G2/K3G1G2 b - 1").unwrap();
+        assert_eq!(japanese(&pos, mv(&pos, "5h4h"), None), "４八金左寄");
+        assert_eq!(japanese(&pos, mv(&pos, "3i4h"), None), "４八金右上");
+        assert_eq!(parse_japanese(&pos, "▲４八金左", None), Ok(mv(&pos, "5h4h")));
+        assert_eq!(parse_japanese(&pos, "▲４八金右", None), Ok(mv(&pos, "3h4h")));
+        assert!(parse_japanese(&pos, "▲４八金寄", None).is_err());
+        assert!(parse_japanese(&pos, "▲４八金上", None).is_err());
     }
 
     #[test]
