@@ -350,3 +350,5 @@ def test_engines_sharing_the_cores_keep_the_byoyomi(koma_bin, tiny_model):
     assert not errors, errors
     print(f"{len(times)} moves, max {max(times) * 1000:.0f} ms, load {os.getloadavg()}")
     assert max(times) < byoyomi / 1000, (sorted(times)[-5:], notes[-10:])
+    # Threads 0 chose a count from the free cores (said when it changes, so at least once).
+    assert any("libtorch threads:" in note for note in notes), notes

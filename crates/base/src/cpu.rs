@@ -27,10 +27,30 @@ pub fn running_elsewhere() -> Option<usize> {
     Some(looks[1])
 }
 
-/// Cores not taken by other work: [`cores`] less [`running_elsewhere`], at least 1.
+/// Cores not taken by other work: [`cores`] less our part of [`running_elsewhere`], at least 1.
+/// A process confined to some of the machine's CPUs (an affinity mask, a container's quota)
+/// counts the others' threads in proportion: they spread over every online CPU.
 pub fn free_cores() -> usize {
     let cores = cores();
-    cores.saturating_sub(running_elsewhere().unwrap_or(0)).clamp(1, cores)
+    let elsewhere = running_elsewhere().unwrap_or(0);
+    let online = online_cpus().unwrap_or(cores).max(cores);
+    let ours = (elsewhere * cores).div_ceil(online);
+    cores.saturating_sub(ours).clamp(1, cores)
+}
+
+/// CPUs online on the machine (`/sys/devices/system/cpu/online`, e.g. `0-7,16-23`).
+fn online_cpus() -> Option<usize> {
+    cpu_list_len(std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?.trim())
+}
+
+/// The number of CPUs in a kernel CPU list (`0-3,8,10-11` → 7).
+fn cpu_list_len(list: &str) -> Option<usize> {
+    list.split(',')
+        .map(|part| match part.split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()?.checked_sub(a.parse().ok()?)? + 1),
+            None => part.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum()
 }
 
 /// The runnable count of a `/proc/loadavg` line (`0.52 0.58 0.59 3/1123 12345` → 3).
@@ -48,6 +68,15 @@ mod tests {
         assert_eq!(runnable("0.00 0.01 0.05 1/92 7"), Some(1));
         assert_eq!(runnable("0.52 0.58 0.59"), None);
         assert_eq!(runnable("0.52 0.58 0.59 x/12 1"), None);
+    }
+
+    #[test]
+    fn cpu_lists_are_counted() {
+        assert_eq!(cpu_list_len("0-1"), Some(2));
+        assert_eq!(cpu_list_len("0-3,8,10-11"), Some(7));
+        assert_eq!(cpu_list_len("0"), Some(1));
+        assert_eq!(cpu_list_len("3-1"), None);
+        assert_eq!(cpu_list_len(""), None);
     }
 
     #[test]

@@ -277,11 +277,23 @@ impl Engine {
     /// first `go` does not spend its time in page faults (30–250 ms for 64 MiB on a loaded
     /// machine). Skipped while a search holds them.
     fn prepare_tables(&mut self) {
-        if let Ok(mut tree) = self.tree.try_lock() {
-            tree.prepare(&self.options, None);
+        match self.tree.try_lock() {
+            Ok(mut tree) => {
+                tree.prepare(&self.options, None);
+            }
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                self.tree.clear_poison();
+                let mut tree = poisoned.into_inner();
+                tree.forget_tree();
+                tree.prepare(&self.options, None);
+            }
+            Err(std::sync::TryLockError::WouldBlock) => {}
         }
-        if let Ok(mut mate) = self.mate.try_lock() {
-            mate.get(self.options.mate_hash_mib);
+        if self.options.mate_root_plies > 0 {
+            // `go mate` alone allocates it when first asked (a tsume GUI waits anyway).
+            if let Ok(mut mate) = self.mate.try_lock() {
+                mate.get(self.options.mate_hash_mib);
+            }
         }
     }
 

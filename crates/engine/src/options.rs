@@ -19,7 +19,7 @@ pub struct Options {
     pub device: String,
     /// `auto`, `f32`, `f16`, `bf16`.
     pub precision: String,
-    /// libtorch intra-op threads for CPU inference (0: libtorch's default).
+    /// libtorch intra-op threads for CPU inference (0: chosen at each `go` from the cores free).
     pub threads: u64,
     /// Leaves per network batch (0: 32 on CUDA, 8 otherwise).
     pub batch_size: u64,

@@ -729,9 +729,9 @@ impl Evaluator for HeldAfter {
 
 #[test]
 fn a_batch_slower_than_the_time_left_is_abandoned_at_the_hard_limit() {
-    for threads in [1, 4] {
+    for (threads, free) in [(1, 3), (4, 3), (1, 0)] {
         let (release, held) = std::sync::mpsc::channel();
-        let network = HeldAfter { calls: AtomicUsize::new(0), free: 3, release: std::sync::Mutex::new(held) };
+        let network = HeldAfter { calls: AtomicUsize::new(0), free, release: std::sync::Mutex::new(held) };
         let server = koma_mcts::InferenceServer::spawn(koma_mcts::EvaluatorSlot::new(Arc::new(network), "held"), 64);
         let mut e = engine_with(Arc::new(server.client()), threads);
         e.send("position startpos");
@@ -743,6 +743,9 @@ fn a_batch_slower_than_the_time_left_is_abandoned_at_the_hard_limit() {
             info.iter().any(|l| l.contains("hard time limit came during a network batch")),
             "{threads} threads: {info:?}"
         );
+        // Without even the root's evaluation, the move is said to be unsearched.
+        let unsearched = info.iter().any(|l| l.contains("a legal move without search"));
+        assert_eq!(unsearched, free == 0, "{threads} threads, {free} batches answered: {info:?}");
         // Released, the network answers again, and the next search starts a fresh tree.
         for _ in 0..1000 {
             release.send(()).unwrap();

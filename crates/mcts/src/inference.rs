@@ -11,7 +11,7 @@
 //! the cause recorded), and [`InferenceServer::failure`] keeps it for the run to report.
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -48,6 +48,9 @@ type Answer = Result<Vec<Evaluation>, EvalError>;
 struct Request {
     positions: Vec<Position>,
     reply: Sender<Answer>,
+    /// Its caller stopped waiting ([`InferenceClient::receive_until`]): not evaluated if not
+    /// started yet.
+    abandoned: Arc<AtomicBool>,
 }
 
 /// Why the service stopped on its own, once it has; shared by the server and its clients.
@@ -113,32 +116,38 @@ pub struct InferenceClient {
 }
 
 /// A request on its way through the service; [`InferenceClient::receive`] waits for its answer.
-pub struct Pending(Receiver<Answer>);
+pub struct Pending {
+    answer: Receiver<Answer>,
+    abandoned: Arc<AtomicBool>,
+}
 
 impl InferenceClient {
     /// Sends positions for evaluation and returns at once.
     pub fn submit(&self, positions: Vec<Position>) -> Pending {
         let (reply, answer) = unbounded();
-        let _ = self.sender.send(Request { positions, reply });
-        Pending(answer)
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let _ = self.sender.send(Request { positions, reply, abandoned: abandoned.clone() });
+        Pending { answer, abandoned }
     }
 
     /// Waits for the answer to a request. A service that stopped answers with its recorded cause
     /// (the model's error, not just "stopped"): a caller keeps the first error that reaches it,
     /// and that should say why.
     pub fn receive(&self, pending: Pending) -> Result<Vec<Evaluation>, EvalError> {
-        pending.0.recv().unwrap_or_else(|_| Err(self.stopped()))
+        pending.answer.recv().unwrap_or_else(|_| Err(self.stopped()))
     }
 
     /// Like [`InferenceClient::receive`], but stops waiting once `give_up()` says so (checked
-    /// every millisecond), with [`EvalError::Cancelled`]; the answer, when it comes, is dropped.
+    /// every millisecond), with [`EvalError::Cancelled`]: a request not started yet is then
+    /// skipped by the service, and the answer of one already running is dropped.
     pub fn receive_until(&self, pending: Pending, give_up: &dyn Fn() -> bool) -> Result<Vec<Evaluation>, EvalError> {
         loop {
-            match pending.0.recv_timeout(GIVE_UP_POLL) {
+            match pending.answer.recv_timeout(GIVE_UP_POLL) {
                 Ok(answer) => return answer,
                 Err(RecvTimeoutError::Disconnected) => return Err(self.stopped()),
                 Err(RecvTimeoutError::Timeout) if give_up() => {
-                    return Err(EvalError::Cancelled("stopped waiting for the network (deadline)"))
+                    pending.abandoned.store(true, Ordering::Relaxed);
+                    return Err(EvalError::Cancelled("stopped waiting for the network"));
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
@@ -238,6 +247,10 @@ fn serve(
                 }
                 Err(_) => break,
             }
+        }
+        requests.retain(|r| !r.abandoned.load(Ordering::Relaxed));
+        if requests.is_empty() {
+            continue;
         }
         let (evaluator, model) = slot.get();
         let refs: Vec<&Position> = requests.iter().flat_map(|r| r.positions.iter()).collect();

@@ -144,3 +144,29 @@ fn a_caller_with_a_deadline_stops_waiting_for_a_batch_still_running_and_the_serv
     let uniform = koma_mcts::UniformEvaluator.evaluate_until(&[&start], &never).unwrap();
     assert_eq!(uniform.len(), 1);
 }
+
+#[test]
+fn a_request_abandoned_before_its_batch_starts_is_never_evaluated() {
+    let (entered_tx, entered) = unbounded();
+    let (release, release_rx) = unbounded();
+    let evaluator = AnswersWhenReleased { entered: entered_tx, release: release_rx };
+    let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(evaluator), "held"), 1);
+    let client = server.client();
+    let start = Position::startpos();
+    // A batch the evaluator holds, so that the next request waits in the queue.
+    let running = {
+        let client = client.clone();
+        std::thread::spawn(move || client.evaluate(&[&Position::startpos()]).map(|e| e.len()))
+    };
+    entered.recv().unwrap();
+    let error = client.evaluate_until(&[&start, &start], &|| true).unwrap_err();
+    assert!(matches!(error, EvalError::Cancelled(_)), "{error}");
+    release.send(()).unwrap();
+    assert_eq!(running.join().unwrap().unwrap(), 1);
+    // The next request is served; the abandoned one's two positions never reached the evaluator.
+    let next = std::thread::spawn(move || client.evaluate(&[&Position::startpos()]).map(|e| e.len()));
+    entered.recv().unwrap();
+    release.send(()).unwrap();
+    assert_eq!(next.join().unwrap().unwrap(), 1);
+    assert_eq!(server.stats().positions.load(Ordering::Relaxed), 2);
+}

@@ -302,11 +302,21 @@ impl RunOptions {
     }
 }
 
-/// Sets libtorch's intra-op threads for CPU work started from the calling thread and from threads
-/// that have not run parallel CPU work yet (libtorch reads the count into each thread once: an
-/// inference thread must set it itself to change it later).
+/// Sets libtorch's intra-op threads for CPU work on the calling thread, and the default of threads
+/// that have not run parallel CPU work yet. libtorch takes the default into each thread once, at
+/// its first parallel work: the calling thread takes it first here, so that a later call on another
+/// thread (an inference service's) does not change this one's count.
 pub fn set_cpu_threads(n: usize) {
+    default_cpu_threads();
+    tch::get_num_threads();
     tch::set_num_threads(n.max(1) as i32);
+}
+
+/// libtorch's own choice of intra-op threads (the physical cores, or `OMP_NUM_THREADS`), as it was
+/// before koma set any: the most that CPU inference is given when koma chooses.
+pub fn default_cpu_threads() -> usize {
+    static DEFAULT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *DEFAULT.get_or_init(|| tch::get_num_threads().max(1) as usize)
 }
 
 #[cfg(test)]

@@ -54,7 +54,8 @@ pub struct RunConfig {
     /// Self-play inference precision: `auto` (f16 on CUDA, f32 on the CPU), `f32`, `f16`, `bf16`.
     /// The trainer's precision is `[train] precision`.
     pub inference_precision: Precision,
-    /// libtorch intra-op threads (process-wide; 0: libtorch's default).
+    /// libtorch intra-op threads of the trainer, and of self-play's inference (0: libtorch's
+    /// default); with `selfplay_uses_idle_cores`, self-play's follow the trainer instead.
     pub threads: usize,
     /// On the CPU, self-play's inference takes the cores the trainer leaves idle: every core while
     /// the trainer waits for samples, all but its `threads` while it trains (docs/pipeline.md).
@@ -321,9 +322,10 @@ impl PipelineConfig {
         if !self.inference_options().ok()?.iter().all(on_cpu) {
             return None;
         }
-        let cores = koma_base::cpu::cores();
+        let options = self.inference_options().ok()?;
+        let cores = koma_base::cpu::cores().min(koma_nn::device::default_cpu_threads().max(self.run.threads));
         let trainer_threads = if self.run.threads > 0 { self.run.threads } else { cores };
-        Some(crate::core_share::CoreShare::new(cores, trainer_threads))
+        Some(crate::core_share::CoreShare::new(cores, trainer_threads, options.len()))
     }
 
     /// The rules arena games are played under: the run's rules ([selfplay] impasse and
@@ -388,7 +390,10 @@ mod tests {
         use koma_nn::ThreadBudget;
         let c = PipelineConfig::parse("[run]\ndevice = \"cpu\"\nthreads = 1\n", "x.toml").unwrap();
         let share = c.core_share().expect("a CPU run shares its cores");
-        assert_eq!(share.threads(), koma_base::cpu::cores(), "the trainer waits before its first step");
+        let waiting = share.threads();
+        assert!((1..=koma_base::cpu::cores()).contains(&waiting), "{waiting}");
+        share.observe(&koma_train::Progress::Step(Default::default()));
+        assert_eq!(share.threads(), (waiting - 1).max(1), "the trainer's one thread is given back");
         let off = "[run]\ndevice = \"cpu\"\nselfplay_uses_idle_cores = false\n";
         assert!(PipelineConfig::parse(off, "x.toml").unwrap().core_share().is_none());
         if !tch::Cuda::is_available() {

@@ -13,13 +13,16 @@ use koma_train::Progress;
 pub struct CoreShare {
     cores: usize,
     trainer_threads: usize,
+    /// Self-play's CPU inference services (`device = "cpu,cpu"` runs two): they split the share.
+    services: usize,
     training: AtomicBool,
 }
 
 impl CoreShare {
-    /// `cores` in all, `trainer_threads` of them the trainer's while it trains.
-    pub fn new(cores: usize, trainer_threads: usize) -> CoreShare {
-        CoreShare { cores: cores.max(1), trainer_threads, training: AtomicBool::new(false) }
+    /// `cores` in all, `trainer_threads` of them the trainer's while it trains, the rest split
+    /// between self-play's `services` inference services.
+    pub fn new(cores: usize, trainer_threads: usize, services: usize) -> CoreShare {
+        CoreShare { cores: cores.max(1), trainer_threads, services: services.max(1), training: AtomicBool::new(false) }
     }
 
     /// Follows the trainer: a step means it trains, waiting for data means it does not.
@@ -33,13 +36,15 @@ impl CoreShare {
 }
 
 impl ThreadBudget for CoreShare {
-    /// Self-play inference's threads: the cores the trainer does not use now, at least one.
+    /// One inference service's threads: its part of the cores the trainer does not use now, at
+    /// least one.
     fn threads(&self) -> usize {
-        if self.training.load(Ordering::Relaxed) {
-            self.cores.saturating_sub(self.trainer_threads).max(1)
+        let free = if self.training.load(Ordering::Relaxed) {
+            self.cores.saturating_sub(self.trainer_threads)
         } else {
             self.cores
-        }
+        };
+        (free / self.services).max(1)
     }
 }
 
@@ -51,7 +56,7 @@ mod tests {
 
     #[test]
     fn selfplay_takes_the_cores_while_the_trainer_waits_and_gives_them_back_when_it_trains() {
-        let share = CoreShare::new(2, 1);
+        let share = CoreShare::new(2, 1, 1);
         assert_eq!(share.threads(), 2, "before the first step the trainer waits for data");
         share.observe(&Progress::Step(Default::default()));
         assert_eq!(share.threads(), 1);
@@ -66,8 +71,13 @@ mod tests {
         share.observe(&Progress::Waiting(waiting));
         assert_eq!(share.threads(), 2);
         // A trainer with every core leaves self-play one while it trains.
-        let all = CoreShare::new(8, 8);
+        let all = CoreShare::new(8, 8, 1);
         all.observe(&Progress::Step(Default::default()));
         assert_eq!(all.threads(), 1);
+        // Two CPU services split what is free.
+        let two = CoreShare::new(8, 2, 2);
+        assert_eq!(two.threads(), 4);
+        two.observe(&Progress::Step(Default::default()));
+        assert_eq!(two.threads(), 3);
     }
 }

@@ -58,7 +58,7 @@ impl Run {
     /// Gives libtorch `[run] threads` CPU threads (0 leaves libtorch's default).
     pub fn set_threads(&self) {
         if self.config.run.threads > 0 {
-            tch::set_num_threads(self.config.run.threads as i32);
+            koma_nn::device::set_cpu_threads(self.config.run.threads);
         }
     }
 

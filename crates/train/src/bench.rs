@@ -407,7 +407,7 @@ fn first_device(config: &TrainConfig) -> Result<tch::Device> {
 pub fn run(options: &BenchOptions, log: &mut dyn FnMut(&str)) -> Result<BenchReport> {
     let config = &options.config;
     if let Some(n) = config.threads {
-        tch::set_num_threads(n.max(1) as i32);
+        koma_nn::device::set_cpu_threads(n);
     }
     let device = first_device(config)?;
     let channels_last = config.memory_format.channels_last_on(device);

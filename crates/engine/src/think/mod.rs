@@ -246,12 +246,13 @@ impl Job {
     }
 
     /// `Threads 0` with the network on the CPU: as many libtorch threads as cores are free now
-    /// (less one for the df-pn search beside the MCTS), so that an engine sharing the machine with
-    /// its opponent, or with the engines of other games, does not oversubscribe it.
+    /// (less one for the df-pn search beside the MCTS when it runs), at most libtorch's own
+    /// default, so that an engine sharing the machine with its opponent, or with the engines of
+    /// other games, does not oversubscribe it. Chosen at `go`, and again at `ponderhit`.
     fn choose_cpu_threads(&self, net: &LoadedNet, root_mate: bool) {
         let Some(wanted) = &net.cpu_threads else { return };
         let free = koma_base::cpu::free_cores();
-        let threads = free.saturating_sub(usize::from(root_mate)).max(1);
+        let threads = free.saturating_sub(usize::from(root_mate)).clamp(1, koma_nn::device::default_cpu_threads());
         if wanted.swap(threads, Ordering::Relaxed) != threads {
             self.out.info_string(&format!(
                 "libtorch threads: {threads} ({free} of {} cores free{})",

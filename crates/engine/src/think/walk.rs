@@ -30,6 +30,7 @@ impl Job {
         mate_found: Option<&AtomicBool>,
     ) -> Answer {
         let mut guard = self.tree.lock().unwrap_or_else(|e| {
+            self.tree.clear_poison();
             let mut g = e.into_inner();
             g.forget_tree();
             g
@@ -44,14 +45,26 @@ impl Job {
         let only_move = search.root_children().len() == 1;
         let mut stats =
             Stats { base_visits: search.root_visits(), root_ply: pos.plies_from_root(), seldepth: 0, memory_budget };
-        // Past the hard limit nobody waits for the network any more: the answer comes from the
-        // visits backed up, and the batches in flight are dropped (a forward pass slowed by a
-        // CPU shared with other engines must not make us lose on time).
-        let past_hard = || !self.waiting() && budget.is_some_and(|b| self.clock_start().elapsed() >= b.hard);
+        // Past the hard limit, or after `stop`, nobody waits for the network any more: the
+        // answer comes from the visits backed up, and the batches in flight are dropped (a
+        // forward pass slowed by a CPU shared with other engines must not lose on time, nor delay
+        // the `go` after a ponder miss). The root's own evaluation gets half the latency margin
+        // more: without it the answer would be an unsearched move.
+        let root_evaluated = AtomicBool::new(search.root_visits() > 0);
+        let root_grace = Duration::from_millis(self.options.byoyomi_margin / 2);
+        let give_up = || {
+            if self.stopped() {
+                return true;
+            }
+            let Some(b) = budget.filter(|_| !self.waiting()) else { return false };
+            let grace = if root_evaluated.load(Ordering::Relaxed) { Duration::ZERO } else { root_grace };
+            self.clock_start().elapsed() >= b.hard + grace
+        };
         let walker = Walker {
             search: Mutex::new(search),
             evaluator: evaluator.as_ref(),
-            past_hard: &past_hard,
+            give_up: &give_up,
+            root_evaluated: &root_evaluated,
             abandoned: AtomicBool::new(false),
             root_ply: stats.root_ply,
             // At least the root's evaluation: `go nodes 0` still plays the network's first choice.
@@ -67,6 +80,7 @@ impl Job {
         let mut last_info = Instant::now();
         let mut first = true;
         let mut memory_warned = false;
+        let mut was_waiting = self.waiting();
 
         std::thread::scope(|scope| {
             // However this closure ends (a panic included), the other threads finish the batch
@@ -90,6 +104,12 @@ impl Job {
                     break;
                 }
                 let waiting = self.waiting();
+                if was_waiting && !waiting {
+                    // `ponderhit`: our clock runs now and the opponent waits, so the cores free
+                    // are counted again.
+                    self.choose_cpu_threads(net, mate_found.is_some());
+                    was_waiting = false;
+                }
                 if !waiting && mate_found.is_some_and(|f| f.load(Ordering::Relaxed)) {
                     break;
                 }
@@ -161,23 +181,41 @@ impl Job {
             }
         });
         stats.seldepth = walker.seldepth();
-        if walker.abandoned.load(Ordering::Relaxed) {
-            // Its leaves stay pending: the next search starts a fresh tree (`Search::start`).
+        let abandoned = walker.abandoned.load(Ordering::Relaxed);
+        if abandoned && !self.stopped() {
             self.out.info_string("the hard time limit came during a network batch: answering without it");
         }
         let failure = walker.failure.into_inner().unwrap_or_else(|e| e.into_inner());
         let search = walker.search.into_inner().unwrap_or_else(|e| e.into_inner());
+        let failed = failure.is_some();
+        let answer = self.decide(search, &stats, restrict, pos, failure);
+        if failed || abandoned {
+            // Leaves left pending, virtual visits a panic stranded: the next search starts anew.
+            search.clear_tree();
+        }
+        answer
+    }
+
+    /// The answer from the visits backed up: after a failure (reported here) nothing is guessed
+    /// in the network's place, and with no visits at all the engine resigns.
+    fn decide(
+        &self,
+        search: &Search,
+        stats: &Stats,
+        restrict: &[Move],
+        pos: &Position,
+        failure: Option<String>,
+    ) -> Answer {
         if let Some(e) = failure {
-            // Nothing guessed in the network's place: the move is decided by the visits made so
-            // far (a resignation when there are none). The failed batch's leaves are still pending
-            // in the tree: the next search starts anew (`Search::start`).
             self.out.warn(&format!("error: {e}"));
             if search.root_visits() == 0 {
                 return Answer::Resign;
             }
         }
-
-        let lines = self.report(search, &stats, restrict);
+        if search.root_visits() == 0 {
+            self.out.info_string("no network evaluation came in time: a legal move without search");
+        }
+        let lines = self.report(search, stats, restrict);
         let Some(best) = lines.first() else {
             // Cannot happen (the root has legal moves); a legal move all the same.
             return Answer::Move { mv: pos.legal_moves()[0], ponder: None };
@@ -195,9 +233,11 @@ impl Job {
 struct Walker<'a> {
     search: Mutex<&'a mut Search>,
     evaluator: &'a dyn Evaluator,
-    /// Whether the hard time limit has passed: no thread waits for a batch after it.
-    past_hard: &'a (dyn Fn() -> bool + Sync),
-    /// A batch was left unanswered at the hard limit.
+    /// Whether to stop waiting for the network (the hard limit passed, or `stop`).
+    give_up: &'a (dyn Fn() -> bool + Sync),
+    /// Whether a batch has come back (the root's evaluation is the first).
+    root_evaluated: &'a AtomicBool,
+    /// A batch was left unanswered.
     abandoned: AtomicBool,
     root_ply: usize,
     /// Root visits at which the search stops (a node limit): no thread selects beyond it.
@@ -272,7 +312,13 @@ impl<'a> Walker<'a> {
         }
         let started = Instant::now();
         let refs: Vec<&Position> = snapshots.iter().collect();
-        let evaluations = self.evaluator.evaluate_until(&refs, self.past_hard).and_then(|e| {
+        if (self.give_up)() {
+            // Too late to ask the network at all (its leaves stay pending, as abandoned).
+            self.abandoned.store(true, Ordering::Relaxed);
+            self.halt.store(true, Ordering::Relaxed);
+            return None;
+        }
+        let evaluations = self.evaluator.evaluate_until(&refs, self.give_up).and_then(|e| {
             koma_mcts::check_evaluations("the network", refs.len(), &e)?;
             Ok(e)
         });
@@ -284,6 +330,7 @@ impl<'a> Walker<'a> {
                     search.complete(leaf, e);
                 }
                 self.in_flight.fetch_sub(leaves.len(), Ordering::Relaxed);
+                self.root_evaluated.store(true, Ordering::Relaxed);
                 Some(BatchDone { resolved, evaluated: Some(evaluated) })
             }
             Err(EvalError::Cancelled(_)) => {
