@@ -80,13 +80,16 @@ pub enum Outcome {
 /// A df-pn solver: owns its table, reusable across searches (each starts afresh).
 pub struct DfPn {
     table: Table,
-    nodes: u64,
+    pub(crate) nodes: u64,
+    /// The root's proved mate length after a search that proved one (an upper bound on the
+    /// shortest mate: the length of the proof's longest line), else 0.
+    pub(crate) mate_plies: u32,
 }
 
 impl DfPn {
     /// A solver with a table of about `table_mib` MiB ([`crate::DEFAULT_TABLE_MIB`]).
     pub fn new(table_mib: usize) -> DfPn {
-        DfPn { table: Table::new(table_mib), nodes: 0 }
+        DfPn { table: Table::new(table_mib), nodes: 0, mate_plies: 0 }
     }
 
     /// Descents made by the last search.
@@ -98,6 +101,13 @@ impl DfPn {
     /// history) counts for repetitions.
     pub fn search(&mut self, pos: &Position, limits: &Limits) -> Outcome {
         self.table.new_search();
+        self.search_again(pos, limits)
+    }
+
+    /// [`Self::search`] keeping what the table learnt in the searches since the last
+    /// [`Self::search`]: only for the same position with the same history, whose results are
+    /// all still true (proofs keep their length, depth-limited refutations their plies).
+    pub(crate) fn search_again(&mut self, pos: &Position, limits: &Limits) -> Outcome {
         let mut pos = pos.clone();
         let history: HashSet<u64> = (1..=pos.plies_from_root()).filter_map(|i| pos.history_hash(i)).collect();
         let mut s = Search {
@@ -129,6 +139,7 @@ impl DfPn {
             Outcome::Unknown
         };
         self.nodes = s.nodes;
+        self.mate_plies = if matches!(outcome, Outcome::Mate(_)) { u32::from(root.plies) } else { 0 };
         outcome
     }
 }

@@ -21,8 +21,10 @@ mod dfpn;
 pub mod exact;
 mod line;
 pub mod problems;
+mod shortest;
 mod table;
 
 pub use dfpn::{DfPn, Limits, Outcome};
 pub use line::{verify_mate_line, NotMate};
+pub use shortest::Shortest;
 pub use table::DEFAULT_TABLE_MIB;

@@ -22,6 +22,10 @@ pub struct Args {
     /// longer are not used; fewer mates at equal nodes).
     #[arg(long)]
     within_plies: bool,
+    /// After a mate, look for the shortest one and its main line (the longest defence), as
+    /// `go mate` does, with up to `--nodes` further descents: `"shortest": true` once proved.
+    #[arg(long)]
+    shortest: bool,
     /// Descents (moves made in the search) before giving up: `unknown`.
     #[arg(long, default_value_t = 1_000_000)]
     nodes: u64,
@@ -48,7 +52,12 @@ pub fn run(args: Args) -> Result<()> {
             stop: None,
             proofs_within_depth: args.within_plies,
         };
-        let outcome = solver.search(&pos, &limits);
+        let (outcome, shortest) = if args.shortest {
+            let answer = solver.search_shortest(&pos, &limits, args.nodes, |_, _| {});
+            (answer.outcome, Some(answer.proved))
+        } else {
+            (solver.search(&pos, &limits), None)
+        };
         let seconds = started.elapsed().as_secs_f64();
         let (result, pv) = match &outcome {
             Outcome::Mate(line) => ("mate", line.iter().map(|m| m.to_usi()).collect()),
@@ -56,6 +65,10 @@ pub fn run(args: Args) -> Result<()> {
             Outcome::NoMateWithin => ("nomate_within", Vec::new()),
             Outcome::Unknown => ("unknown", Vec::new()),
         };
-        json!({ "result": result, "pv": pv, "nodes": solver.nodes(), "seconds": seconds })
+        let mut answer = json!({ "result": result, "pv": pv, "nodes": solver.nodes(), "seconds": seconds });
+        if let Some(proved) = shortest {
+            answer["shortest"] = json!(proved);
+        }
+        answer
     })
 }

@@ -20,6 +20,8 @@ use crate::time::{Budget, MateLimit};
 const MATE_MAX_PLIES: u32 = 1023;
 /// Stack of the root mate search's thread (one df-pn frame per ply, up to `MateRootPlies`).
 const MATE_STACK_BYTES: usize = 16 << 20;
+/// Descents `go mate infinite` spends on a shorter mate after its first (tens of seconds).
+const INFINITE_SHORTEST_NODES: u64 = 5_000_000;
 /// Node budget of the quick mate search before a normal search.
 const QUICK_MATE_NODES: u64 = 200_000;
 
@@ -125,32 +127,26 @@ impl Job {
             Limits { max_plies: MATE_MAX_PLIES, deadline, stop: Some(&self.control.stop), ..Limits::default() };
         let mut guard = self.mate.lock().unwrap_or_else(|e| e.into_inner());
         let solver = guard.get(self.options.mate_hash_mib);
-        let mut outcome = if self.pos.has_legal_move() { solver.search(&self.pos, &limits) } else { Outcome::NoMate };
-        let mut nodes = solver.nodes();
-        if let Outcome::Mate(line) = &mut outcome {
-            // df-pn's first line need not be the shortest: look for shorter ones, within the
-            // same limits and four times the nodes the first proof took.
-            let budget = nodes.saturating_mul(4).max(100_000);
-            while line.len() > 1 {
-                let shorter =
-                    Limits { max_plies: line.len() as u32 - 2, max_nodes: budget, proofs_within_depth: true, ..limits };
-                let again = solver.search(&self.pos, &shorter);
-                nodes += solver.nodes();
-                match again {
-                    Outcome::Mate(l) if l.len() < line.len() => *line = l,
-                    _ => break,
-                }
-            }
+        if !self.pos.has_legal_move() {
+            self.say("checkmate nomate");
+            return;
         }
+        // After the first proof, the shortest mate and its main line, for as long as the time
+        // allows (koma_mate::Shortest); without a time limit, until proved or `stop`, within a
+        // bound that keeps a search that cannot finish from running for hours unasked.
+        let more_nodes = if deadline.is_some() { u64::MAX } else { INFINITE_SHORTEST_NODES };
+        let report = |line: &[Move], nodes: u64| {
+            let n = line.len();
+            self.info(&ThinkingInfo {
+                nodes,
+                pv: line.to_vec(),
+                ..ThinkingInfo::new(n, Score::Mate(n as i32), self.elapsed_ms())
+            });
+        };
+        let outcome = solver.search_shortest(&self.pos, &limits, more_nodes, report).outcome;
         let text = match outcome {
             Outcome::Mate(line) => {
                 let moves: Vec<String> = line.iter().map(|m| m.to_usi()).collect();
-                let n = line.len();
-                self.info(&ThinkingInfo {
-                    nodes,
-                    pv: line,
-                    ..ThinkingInfo::new(n, Score::Mate(n as i32), self.elapsed_ms())
-                });
                 format!("checkmate {}", moves.join(" "))
             }
             Outcome::NoMate => "checkmate nomate".to_string(),
