@@ -288,8 +288,24 @@ pub fn is_channels_last(x: &Tensor) -> bool {
 /// positive, statistics off their defaults), so that a comparison between implementations
 /// exercises every parameter and buffer. For parity tests and `koma init --randomize`.
 pub fn randomize(vs: &tch::nn::VarStore, seed: u64) {
+    seeded(Some(seed), || randomize_seeded(vs))
+}
+
+/// Runs `f` (which draws from libtorch's global generator) right after seeding it with `seed`,
+/// while no other thread of the process seeds or draws through here: concurrent initialisations
+/// (tests in parallel, several trainers) would otherwise interleave their draws and the weights
+/// would depend on timing.
+pub(crate) fn seeded<T>(seed: Option<u64>, f: impl FnOnce() -> T) -> T {
+    static GENERATOR: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _taken = GENERATOR.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(seed) = seed {
+        tch::manual_seed(seed as i64);
+    }
+    f()
+}
+
+fn randomize_seeded(vs: &tch::nn::VarStore) {
     let _guard = tch::no_grad_guard();
-    tch::manual_seed(seed as i64);
     let mut names: Vec<(String, Tensor)> = vs.variables().into_iter().collect();
     names.sort_by(|a, b| a.0.cmp(&b.0));
     for (name, mut t) in names {

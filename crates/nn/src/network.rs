@@ -108,12 +108,9 @@ impl Network {
     pub fn new(config: &ModelConfig, options: &RunOptions, seed: Option<u64>) -> Result<Network> {
         config.validate()?;
         let (device, kind) = options.resolve()?;
-        if let Some(seed) = seed {
-            tch::manual_seed(seed as i64);
-        }
         // Initialise in float32 on the CPU (same numbers whatever the device), then move.
         let mut vs = VarStore::new(Device::Cpu);
-        let net = Net::new(&vs.root(), config);
+        let net = crate::model::seeded(seed, || Net::new(&vs.root(), config));
         vs.set_device(device);
         set_float_kind(&mut vs, kind);
         Ok(Network { vs, net, config: config.clone(), device, kind, meta: None })
@@ -164,11 +161,8 @@ impl Network {
     pub fn with_reply_head(&self, seed: Option<u64>) -> Result<Network> {
         let mut config = self.config.clone();
         config.aux_reply_head = true;
-        if let Some(seed) = seed {
-            tch::manual_seed(seed as i64);
-        }
         let mut vs = VarStore::new(Device::Cpu);
-        let net = Net::new(&vs.root(), &config);
+        let net = crate::model::seeded(seed, || Net::new(&vs.root(), &config));
         vs.set_device(self.device);
         set_float_kind(&mut vs, self.kind);
         let ours = self.vs.variables();
