@@ -1,7 +1,8 @@
 //! Runs df-pn on `koma bench mate`'s problem set with the bench's limits (300 problems, seed 1,
 //! 31 plies, 100 000 nodes) and prints one line per problem: index, outcome, nodes, SFEN. For
 //! comparing with cshogi's df-pn problem by problem:
-//! `cargo run --release -p koma-mate --example mate_gap [problems seed plies nodes]`.
+//! `cargo run --release -p koma-mate --example mate_gap [problems seed plies nodes]`; `MIB=16`
+//! sets the table size, `ONLY=3,17` runs only those problems.
 
 use koma_mate::problems::random_problems;
 use koma_mate::{DfPn, Limits, Outcome};
@@ -11,7 +12,10 @@ fn main() {
     let arg = |i: usize, default: u64| args.get(i).copied().unwrap_or(default);
     let problems = random_problems(arg(0, 300) as usize, arg(1, 1));
     let limits = Limits { max_plies: arg(2, 31) as u32, max_nodes: arg(3, 100_000), ..Limits::default() };
-    let mut solver = DfPn::new(koma_mate::DEFAULT_TABLE_MIB);
+    let mib = std::env::var("MIB")
+        .map(|v| v.parse().expect("MIB: the table size in MiB"))
+        .unwrap_or(koma_mate::DEFAULT_TABLE_MIB);
+    let mut solver = DfPn::new(mib);
     let start = std::time::Instant::now();
     let (mut mates, mut nodes) = (0, 0);
     // `ONLY=3,17` runs only those problems.

@@ -26,11 +26,10 @@
 //!   with its evasions counted as its proof and disproof numbers. AND nodes look for a mate in
 //!   one behind every new evasion.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use koma_shogi::{Color, Hand, Move, PieceType, Position};
+use koma_shogi::{Color, Hand, Move, MoveList, PieceType, Position};
 
 use crate::line::verify_mate_line;
 use crate::table::{Found, Table, INF};
@@ -38,6 +37,13 @@ use crate::table::{Found, Table, INF};
 /// Mixed into the key of AND nodes: the same board is an OR node in a search where its side to
 /// move attacks and an AND node where it defends.
 const AND_NODE: u64 = 0x9d3a_5c6e_1f27_b481;
+
+/// Below the root, the mate-in-three look tries only checks that leave at most this many
+/// evasions: one that leaves more rarely has each of them mated at once, and looking behind its
+/// first evasion is most of df-pn's time. (The root tries every check: a mate in three costs no
+/// node.) On `koma bench mate`'s set: all checks 76 mates in 19.1 s, at most 4
+/// evasions 76 mates in 14.7 s, at most 1 75 in 10.6 s (docs/mate.md has the other sets).
+const MATE_IN_THREE_MAX_EVASIONS: usize = 4;
 
 /// What may stop a search.
 #[derive(Clone, Copy, Debug)]
@@ -109,7 +115,8 @@ impl DfPn {
     /// all still true (proofs keep their length, depth-limited refutations their plies).
     pub(crate) fn search_again(&mut self, pos: &Position, limits: &Limits) -> Outcome {
         let mut pos = pos.clone();
-        let history: HashSet<u64> = (1..=pos.plies_from_root()).filter_map(|i| pos.history_hash(i)).collect();
+        let mut history: Vec<u64> = (1..=pos.plies_from_root()).filter_map(|i| pos.history_hash(i)).collect();
+        history.sort_unstable();
         let mut s = Search {
             table: &mut self.table,
             limits,
@@ -121,7 +128,8 @@ impl DfPn {
             history,
         };
         let max_plies = limits.max_plies.min(u32::from(u16::MAX) - 1);
-        let root = s.mid(&mut pos, true, INF, INF, max_plies);
+        let root_key = s.key(&pos, true);
+        let root = s.mid(&mut pos, true, INF, INF, max_plies, root_key);
         let outcome = if s.aborted {
             Outcome::Unknown
         } else if root.pn == 0 {
@@ -218,6 +226,8 @@ impl Value {
 
 struct Child {
     mv: Move,
+    /// The table key of the position after `mv`.
+    key: u64,
     value: Value,
 }
 
@@ -233,7 +243,9 @@ struct Search<'t, 'l, 'a> {
     /// Hashes of the positions from the root to the current node.
     path: Vec<u64>,
     /// Hashes of the game's positions before the root.
-    history: HashSet<u64>,
+    /// The hashes of the game's positions before the root, sorted (a binary search is cheaper
+    /// than hashing a key that is a hash already).
+    history: Vec<u64>,
 }
 
 /// Saturating sum, kept below `INF` (an unsolved number stays unsolved).
@@ -282,6 +294,45 @@ impl Search<'_, '_, '_> {
         }
     }
 
+    /// The children of the node at `pos` (an OR node when `or`, with table key `key`): each
+    /// check or evasion with the table key of its position, the value still unknown, and the
+    /// table clusters of those keys fetched ahead of their lookups.
+    /// Not inlined: the move list it fills lives in its own short frame, not in every frame of
+    /// the recursion (deep mates would overflow the stack).
+    #[inline(never)]
+    fn children(&self, pos: &Position, or: bool, key: u64) -> Vec<Child> {
+        let mut moves = MoveList::new();
+        if or {
+            pos.generate_checks(&mut moves);
+        } else {
+            pos.generate_legal_fast(&mut moves);
+        }
+        let board = if or { key } else { key ^ AND_NODE };
+        moves
+            .iter()
+            .map(|&mv| {
+                let after = pos.board_hash_after(board, mv);
+                let key = if or { after ^ AND_NODE } else { after };
+                self.table.prefetch(key);
+                Child { mv, key, value: Value::open(1, 1) }
+            })
+            .collect()
+    }
+
+    /// [`Self::probe_new`] for the position after `mv` from `pos` (with table key `key`),
+    /// without playing the move.
+    fn probe_after(&self, pos: &Position, mv: Move, key: u64, plies_left: u32) -> Option<Value> {
+        let (h, mover_hand) = pos.hash_and_hand_after(mv);
+        let hand = if pos.side_to_move() == self.attacker { mover_hand } else { pos.hand(self.attacker) };
+        if let Some(j) = self.path.iter().rposition(|&x| x == h) {
+            return Some(Value::repetition(j as i32, hand));
+        }
+        if self.history.binary_search(&h).is_ok() {
+            return Some(Value::repetition(HISTORY, hand));
+        }
+        self.lookup(key, hand, plies_left).map(Value::from_found)
+    }
+
     /// The table's knowledge of `key` with attacker hand `hand` and `plies_left` plies left.
     fn lookup(&self, key: u64, hand: Hand, plies_left: u32) -> Option<Found> {
         let proof_plies = if self.limits.proofs_within_depth { plies_left } else { u32::MAX };
@@ -296,27 +347,32 @@ impl Search<'_, '_, '_> {
 
     /// [`Self::probe`], None for a position nothing is known about (a new node).
     fn probe_new(&self, pos: &Position, or: bool, plies_left: u32) -> Option<Value> {
+        self.probe_at(pos, self.key(pos, or), plies_left)
+    }
+
+    /// [`Self::probe_new`] with the position's table key `key`.
+    fn probe_at(&self, pos: &Position, key: u64, plies_left: u32) -> Option<Value> {
         let h = pos.hash();
         if let Some(j) = self.path.iter().rposition(|&x| x == h) {
             return Some(Value::repetition(j as i32, pos.hand(self.attacker)));
         }
-        if self.history.contains(&h) {
+        if self.history.binary_search(&h).is_ok() {
             return Some(Value::repetition(HISTORY, pos.hand(self.attacker)));
         }
-        self.lookup(self.key(pos, or), pos.hand(self.attacker), plies_left).map(Value::from_found)
+        self.lookup(key, pos.hand(self.attacker), plies_left).map(Value::from_found)
     }
 
-    /// Searches the node at `pos` (an OR node when `or`) until it is solved, its numbers reach
-    /// the thresholds, or a limit stops the search. `self.path` ends with `pos`.
-    fn mid(&mut self, pos: &mut Position, or: bool, th_pn: u32, th_dn: u32, plies_left: u32) -> Value {
+    /// Searches the node at `pos` (an OR node when `or`, with table key `key`) until it is
+    /// solved, its numbers reach the thresholds, or a limit stops the search. `self.path` ends
+    /// with `pos`.
+    fn mid(&mut self, pos: &mut Position, or: bool, th_pn: u32, th_dn: u32, plies_left: u32, key: u64) -> Value {
         let ply = (self.path.len() - 1) as i32;
         let hand = pos.hand(self.attacker);
         if or && plies_left == 0 {
             return Value::depth_refutation(0, hand);
         }
-        let key = self.key(pos, or);
-        let moves = node_moves(pos, or);
-        if moves.is_empty() {
+        let mut kids = self.children(pos, or, key);
+        if kids.is_empty() {
             let v = if or {
                 Value::refutation(or_disproof_start(pos, self.attacker))
             } else {
@@ -333,40 +389,40 @@ impl Search<'_, '_, '_> {
         // has no mate in one.
         let known = if or { self.lookup(key, hand, plies_left) } else { None };
         let looked_behind = known.is_some_and(|f| f.pn != 0 && f.dn != 0 && f.plies == LOOKED_BEHIND);
+        // The children's values, once the mate-in-three look has found them all.
+        let mut valued = false;
         if or && (known.is_none() || looked_behind) {
             if known.is_none() {
-                if let Some(v) = self.mate_in_one(pos, &moves, key, hand) {
+                if let Some(v) = self.mate_in_one(pos, &kids, key, hand) {
                     return v;
                 }
             }
             if plies_left >= 3 {
-                if let Some(v) = self.mate_in_three(pos, &moves, key, hand, plies_left) {
+                let max_evasions = if ply == 0 { usize::MAX } else { MATE_IN_THREE_MAX_EVASIONS };
+                if let Some(v) = self.mate_in_three(pos, &mut kids, key, hand, plies_left, max_evasions) {
                     return v;
                 }
+                valued = !self.aborted;
             }
         }
         // Every new evasion is looked at for a mate in one.
         let look_ahead = !or && plies_left >= 2;
-        let mut kids: Vec<Child> = moves
-            .iter()
-            .map(|&mv| {
-                pos.do_move(mv);
-                let known = self.probe_new(pos, !or, plies_left - 1);
-                let mut value = known.unwrap_or(Value::open(1, 1));
-                if look_ahead && known.is_none() {
-                    // A new evasion: look for the attacker's mate in one behind it now, so that
-                    // an AND node whose evasions all lose at once is proved without a descent
-                    // into each, and no proved evasion is descended into. (Stopping at the first
-                    // evasion without one is cheaper but proves fewer mates at equal node
-                    // limits: docs/mate.md.)
-                    if let Some(v) = self.look_behind(pos) {
-                        value = v;
-                    }
+        for kid in kids.iter_mut().filter(|_| !valued) {
+            let known = self.probe_after(pos, kid.mv, kid.key, plies_left - 1);
+            kid.value = known.unwrap_or(Value::open(1, 1));
+            if look_ahead && known.is_none() {
+                // A new evasion: look for the attacker's mate in one behind it now, so that
+                // an AND node whose evasions all lose at once is proved without a descent
+                // into each, and no proved evasion is descended into. (Stopping at the first
+                // evasion without one is cheaper but proves fewer mates at equal node
+                // limits: docs/mate.md.)
+                pos.do_move(kid.mv);
+                if let Some(v) = self.look_behind(pos, kid.key) {
+                    kid.value = v;
                 }
                 pos.undo_move();
-                Child { mv, value }
-            })
-            .collect();
+            }
+        }
         loop {
             let (pn, dn) = numbers(or, &kids);
             if pn == 0 || dn == 0 || pn >= th_pn || dn >= th_dn {
@@ -384,7 +440,7 @@ impl Search<'_, '_, '_> {
             };
             pos.do_move(kids[best].mv);
             self.path.push(pos.hash());
-            let v = self.mid(pos, !or, child_pn, child_dn, plies_left - 1);
+            let v = self.mid(pos, !or, child_pn, child_dn, plies_left - 1, kids[best].key);
             self.path.pop();
             pos.undo_move();
             kids[best].value = v;
@@ -409,17 +465,17 @@ impl Search<'_, '_, '_> {
     /// for a mate in one: a proof, a refutation if it has no check, else open and marked
     /// [`LOOKED_BEHIND`]. Stored, so that no later visit looks again. None once the search is
     /// aborted.
-    fn look_behind(&mut self, pos: &mut Position) -> Option<Value> {
-        let (key, hand) = (self.key(pos, true), pos.hand(self.attacker));
+    fn look_behind(&mut self, pos: &mut Position, key: u64) -> Option<Value> {
+        let hand = pos.hand(self.attacker);
         self.count_work();
         if self.aborted {
             return None;
         }
-        let checks = node_moves(pos, true);
-        if let Some(v) = self.mate_in_one(pos, &checks, key, hand) {
-            return Some(v);
+        let (mate, checks) = pos.mate_in_one_or_checks();
+        if let Some(m) = mate {
+            return Some(self.mated_by(pos, m, key, hand));
         }
-        let v = if checks.is_empty() {
+        let v = if !checks {
             Value::refutation(or_disproof_start(pos, self.attacker))
         } else {
             Value { plies: LOOKED_BEHIND, ..Value::open(1, 1) }
@@ -429,27 +485,34 @@ impl Search<'_, '_, '_> {
     }
 
     /// Proves the new OR node at `pos` (its checks `moves`, none of which mates at once) and
-    /// stores the proof if a check leaves only evasions that are each mated at once. Every check
+    /// stores the proof if a check leaves only evasions that are each mated at once (looked for
+    /// behind checks with at most `max_evasions` evasions). Every check
     /// that fails and that nothing was known of is stored open with its evasions counted as its
     /// proof and disproof numbers (a king with fewer answers is nearer to mate, and has fewer
     /// ways out); the evasions it looked behind are stored by [`Self::look_behind`].
     fn mate_in_three(
         &mut self,
         pos: &mut Position,
-        moves: &[Move],
+        checks: &mut [Child],
         key: u64,
         hand: Hand,
         plies_left: u32,
+        max_evasions: usize,
     ) -> Option<Value> {
-        for &m in moves {
-            pos.do_move(m);
-            let proved = self.evasions_all_mated(pos, plies_left - 1);
+        for check in checks.iter_mut() {
+            if let Some(known) = self.probe_after(pos, check.mv, check.key, plies_left - 1) {
+                check.value = known;
+                continue;
+            }
+            pos.do_move(check.mv);
+            let value = self.evasions_all_mated(pos, check.key, plies_left - 1, max_evasions);
             pos.undo_move();
             if self.aborted {
                 return None;
             }
-            if let Some(child) = proved {
-                let v = or_proof(pos, self.attacker, m, child);
+            check.value = value;
+            if value.pn == 0 {
+                let v = or_proof(pos, self.attacker, check.mv, value);
                 self.table.store(key, hand, v.found(hand), 1);
                 return Some(v);
             }
@@ -457,56 +520,69 @@ impl Search<'_, '_, '_> {
         None
     }
 
-    /// For the AND node at `pos` (a check just given), if it is new: its proof, stored, when every
-    /// evasion is mated at once (or is already proved in the table); else None, the node stored
-    /// open with its evasions counted. None for a known or repeated node.
-    fn evasions_all_mated(&mut self, pos: &mut Position, plies_left: u32) -> Option<Value> {
-        let (key, hand) = (self.key(pos, false), pos.hand(self.attacker));
-        if self.probe_new(pos, false, plies_left).is_some() {
-            return None;
+    /// For the new AND node at `pos` (a check just given, with table key `key`): its proof,
+    /// stored, when it has at most `max_evasions` evasions and each is mated at once (or is
+    /// already proved in the table); else
+    /// the node's value stored open with its evasions counted (unless the search was aborted).
+    fn evasions_all_mated(&mut self, pos: &mut Position, key: u64, plies_left: u32, max_evasions: usize) -> Value {
+        let hand = pos.hand(self.attacker);
+        let mut evasions = MoveList::new();
+        pos.generate_legal_fast(&mut evasions);
+        let board = key ^ AND_NODE;
+        let (mut plies, mut needed) = (0, Hand::EMPTY);
+        if evasions.len() > max_evasions {
+            return self.open_with_evasions(key, hand, evasions.len());
         }
-        let evasions = node_moves(pos, false);
-        let mut proofs = Vec::with_capacity(evasions.len());
-        for &e in &evasions {
+        // Most checks fail at their first evasion: the keys are computed one at a time.
+        for &e in evasions.iter() {
+            // The move is made before the lookup: its entry is fetched meanwhile.
+            let child = pos.board_hash_after(board, e);
+            self.table.prefetch(child);
             pos.do_move(e);
-            let v = match self.probe_new(pos, true, plies_left - 1) {
+            let v = match self.probe_at(pos, child, plies_left - 1) {
                 Some(v) => Some(v),
-                None => self.look_behind(pos),
+                None => self.look_behind(pos, child),
             };
             pos.undo_move();
             match v {
-                Some(v) if v.pn == 0 => proofs.push(v),
-                _ => {
-                    if !self.aborted {
-                        let n = evasions.len() as u32;
-                        self.table.store(key, hand, Value::open(n, n).found(hand), 1);
-                    }
-                    return None;
+                Some(v) if v.pn == 0 => {
+                    plies = plies.max(u32::from(v.plies));
+                    needed = hand_max(needed, v.hand);
                 }
+                _ => return self.open_with_evasions(key, hand, evasions.len()),
             }
         }
-        let v = and_proof(pos, self.attacker, proofs.into_iter());
+        let v = Value::proof(plies + 1, and_proof_pieces(pos, self.attacker, needed));
         self.table.store(key, hand, v.found(hand), 1);
-        Some(v)
+        v
+    }
+
+    /// The open value of an AND node with `evasions` answers, stored (unless the search was
+    /// aborted): a king with fewer answers is nearer to mate, and has fewer ways out.
+    fn open_with_evasions(&mut self, key: u64, hand: Hand, evasions: usize) -> Value {
+        let n = evasions as u32;
+        let v = Value::open(n, n);
+        if !self.aborted {
+            self.table.store(key, hand, v.found(hand), 1);
+        }
+        v
     }
 
     /// Proves the OR node at `pos` (its checks `moves`) and stores the proof if one of them mates
     /// at once.
-    fn mate_in_one(&mut self, pos: &mut Position, moves: &[Move], key: u64, hand: Hand) -> Option<Value> {
-        for &m in moves {
-            if pos.king_escapes_after(m) {
-                continue;
-            }
-            pos.do_move(m);
-            let mated = (!pos.has_legal_move()).then(|| and_proof_pieces(pos, self.attacker, Hand::EMPTY));
-            pos.undo_move();
-            if let Some(child) = mated {
-                let v = Value::proof(1, or_proof_pieces(pos, self.attacker, m, child));
-                self.table.store(key, hand, v.found(hand), 1);
-                return Some(v);
-            }
-        }
-        None
+    fn mate_in_one(&mut self, pos: &mut Position, checks: &[Child], key: u64, hand: Hand) -> Option<Value> {
+        let m = pos.mate_among(checks.iter().map(|c| c.mv))?;
+        Some(self.mated_by(pos, m, key, hand))
+    }
+
+    /// The proof of the OR node at `pos` by the mate in one `m`, stored.
+    fn mated_by(&mut self, pos: &mut Position, m: Move, key: u64, hand: Hand) -> Value {
+        pos.do_move(m);
+        let child = and_proof_pieces(pos, self.attacker, Hand::EMPTY);
+        pos.undo_move();
+        let v = Value::proof(1, or_proof_pieces(pos, self.attacker, m, child));
+        self.table.store(key, hand, v.found(hand), 1);
+        v
     }
 
     /// The mate line from a root proved by a mate of `proof_plies`: at OR nodes the proved check
@@ -529,7 +605,8 @@ impl Search<'_, '_, '_> {
             }
             let Some((mv, plies)) = self.next_on_line(&mut walk, or, plies_left).or_else(|| {
                 // Re-prove the node (its children's entries may have been replaced) and retry.
-                let v = self.mid(&mut walk, or, INF, INF, plies_left);
+                let key = self.key(&walk, or);
+                let v = self.mid(&mut walk, or, INF, INF, plies_left, key);
                 if v.pn == 0 && !self.aborted {
                     self.next_on_line(&mut walk, or, plies_left)
                 } else {
@@ -592,9 +669,13 @@ impl Search<'_, '_, '_> {
 #[inline(never)]
 fn node_moves(pos: &Position, or: bool) -> Vec<Move> {
     if or {
-        pos.checking_moves()
+        let mut checks = MoveList::new();
+        pos.generate_checks(&mut checks);
+        checks.to_vec()
     } else {
-        pos.legal_moves().to_vec()
+        let mut evasions = MoveList::new();
+        pos.generate_legal_fast(&mut evasions);
+        evasions.to_vec()
     }
 }
 

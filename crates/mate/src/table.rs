@@ -52,8 +52,15 @@ pub struct Found {
     pub hand: Hand,
 }
 
+/// One cluster: four cache lines, aligned to them, so that a lookup touches no fifth line.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct Cluster([Entry; CLUSTER]);
+
+const _: () = assert!(std::mem::size_of::<Cluster>() == 4 * 64);
+
 pub struct Table {
-    entries: Vec<Entry>,
+    clusters: Vec<Cluster>,
     /// Clusters − 1 (a power of two).
     mask: usize,
     generation: u8,
@@ -63,9 +70,9 @@ impl Table {
     /// A table of about `mib` MiB (at least one cluster).
     pub fn new(mib: usize) -> Table {
         let bytes = mib.max(1) << 20;
-        let clusters = (bytes / (CLUSTER * std::mem::size_of::<Entry>())).max(1);
+        let clusters = (bytes / std::mem::size_of::<Cluster>()).max(1);
         let clusters = if clusters.is_power_of_two() { clusters } else { clusters.next_power_of_two() / 2 };
-        Table { entries: vec![Entry::default(); clusters * CLUSTER], mask: clusters - 1, generation: 1 }
+        Table { clusters: vec![Cluster::default(); clusters], mask: clusters - 1, generation: 1 }
     }
 
     /// Forgets every entry (in O(1): entries of older generations are ignored and replaced).
@@ -73,13 +80,29 @@ impl Table {
         self.generation = self.generation.wrapping_add(1).max(1);
         if self.generation == 1 {
             // The counter wrapped: entries 255 searches old would look current.
-            self.entries.fill(Entry::default());
+            self.clusters.fill(Cluster::default());
         }
     }
 
-    fn cluster(&self, key: u64) -> std::ops::Range<usize> {
-        let start = (key as usize & self.mask) * CLUSTER;
-        start..start + CLUSTER
+    fn cluster(&self, key: u64) -> &[Entry; CLUSTER] {
+        &self.clusters[key as usize & self.mask].0
+    }
+
+    /// Asks the processor to fetch the cluster of `key` into its caches: a lookup of it soon
+    /// then finds it there, and the wait for memory overlaps other work.
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let cluster = (&self.clusters[key as usize & self.mask] as *const Cluster).cast::<i8>();
+            for line in 0..std::mem::size_of::<Cluster>() / 64 {
+                // SAFETY: prefetching has no effect on memory, and the address lies in the cluster.
+                unsafe { _mm_prefetch(cluster.wrapping_add(64 * line), _MM_HINT_T0) };
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = key;
     }
 
     /// The best knowledge about the position `key` with attacker hand `hand` and `plies_left`
@@ -89,7 +112,7 @@ impl Table {
     /// true), or else the exact entry's numbers; `None` when nothing applies.
     pub fn lookup(&self, key: u64, hand: Hand, plies_left: u32, proof_plies: u32) -> Option<Found> {
         let (mut exact, mut limited) = (None, None);
-        for e in &self.entries[self.cluster(key)] {
+        for e in self.cluster(key) {
             if e.key != key || e.generation != self.generation {
                 continue;
             }
@@ -118,8 +141,7 @@ impl Table {
     /// the least work below it.
     pub fn store(&mut self, key: u64, hand: Hand, found: Found, amount: u32) {
         let generation = self.generation;
-        let range = self.cluster(key);
-        let cluster = &mut self.entries[range];
+        let cluster = &mut self.clusters[key as usize & self.mask].0;
         let slot = cluster
             .iter()
             .position(|e| e.key == key && (e.hand == hand || e.hand == found.hand) && e.generation == generation)

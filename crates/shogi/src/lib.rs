@@ -12,6 +12,7 @@
 
 pub mod attacks;
 mod bitboard;
+mod checks;
 mod color;
 mod diagram;
 mod hand;
@@ -33,6 +34,7 @@ pub mod usi;
 mod zobrist;
 
 pub use bitboard::Bitboard;
+pub use checks::KingEscapes;
 pub use color::Color;
 pub use hand::Hand;
 pub use handicap::Handicap;

@@ -24,7 +24,7 @@ fn last_ranks(color: Color, count: u8) -> Bitboard {
 
 /// Pushes the promoting and/or non-promoting versions of a board move.
 #[inline]
-fn push_board_move(list: &mut MoveList, us: Color, pt: PieceType, from: Square, to: Square) {
+pub(crate) fn push_board_move(list: &mut MoveList, us: Color, pt: PieceType, from: Square, to: Square) {
     match pt {
         PieceType::Pawn | PieceType::Lance => {
             let rr = to.relative_rank(us);
@@ -102,7 +102,7 @@ impl Position {
     }
 
     /// Moves of every piece but the king among `movers` onto `target` squares, respecting pins.
-    fn generate_piece_moves(&self, list: &mut MoveList, target: Bitboard, movers: Bitboard) {
+    pub(crate) fn generate_piece_moves(&self, list: &mut MoveList, target: Bitboard, movers: Bitboard) {
         let us = self.side_to_move();
         let ksq = self.king_square(us);
         let occ = self.occupied();
@@ -152,7 +152,7 @@ impl Position {
     }
 
     /// Drops from hand onto `target` (empty) squares.
-    fn generate_drops(&self, list: &mut MoveList, target: Bitboard) {
+    pub(crate) fn generate_drops(&self, list: &mut MoveList, target: Bitboard) {
         let us = self.side_to_move();
         let hand = self.hand(us);
         if hand.is_empty() || target.is_empty() {
