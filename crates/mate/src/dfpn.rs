@@ -242,7 +242,6 @@ struct Search<'t, 'l, 'a> {
     aborted: bool,
     /// Hashes of the positions from the root to the current node.
     path: Vec<u64>,
-    /// Hashes of the game's positions before the root.
     /// The hashes of the game's positions before the root, sorted (a binary search is cheaper
     /// than hashing a key that is a hash already).
     history: Vec<u64>,
@@ -552,7 +551,7 @@ impl Search<'_, '_, '_> {
                 _ => return self.open_with_evasions(key, hand, evasions.len()),
             }
         }
-        let v = Value::proof(plies + 1, and_proof_pieces(pos, self.attacker, needed));
+        let v = Value::proof(plies + u32::from(!evasions.is_empty()), and_proof_pieces(pos, self.attacker, needed));
         self.table.store(key, hand, v.found(hand), 1);
         v
     }

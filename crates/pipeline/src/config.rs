@@ -58,8 +58,9 @@ pub struct RunConfig {
     /// default); with `selfplay_uses_idle_cores`, self-play's follow the trainer instead.
     pub threads: usize,
     /// On the CPU, self-play's inference takes the cores the trainer leaves idle: every core while
-    /// the trainer waits for samples, all but its `threads` while it trains (docs/pipeline.md).
-    /// Off: self-play keeps `threads` whatever the trainer does.
+    /// the trainer waits for samples, all but its `threads` while it trains; on a lone CPU device,
+    /// one inference service (its own network copy) per self-play worker, up to the cores
+    /// (docs/pipeline.md). Off: one service that keeps `threads` whatever the trainer does.
     pub selfplay_uses_idle_cores: bool,
     /// Self-play games per HDF5 shard: smaller shards reach the trainer sooner.
     pub games_per_shard: usize,
@@ -171,13 +172,13 @@ impl Default for ArenaConfig {
     }
 }
 
-/// The `[model]` table: `preset = "tiny"` (or `"standard"`), or a full model config
-/// (`blocks`, `channels`, …, as `koma init --config` reads).
 /// Whether a network run with `options` runs on the CPU.
 fn on_cpu(options: &koma_nn::RunOptions) -> bool {
     options.device.resolve().is_ok_and(|d| d == tch::Device::Cpu)
 }
 
+/// The `[model]` table: `preset = "tiny"` (or `"standard"`), or a full model config
+/// (`blocks`, `channels`, …, as `koma init --config` reads).
 fn model_config(value: Option<&toml::Value>) -> std::result::Result<ModelConfig, String> {
     let Some(value) = value else { return Ok(ModelConfig::tiny()) };
     let table = value.as_table().ok_or("[model] must be a table")?;
@@ -304,26 +305,29 @@ impl PipelineConfig {
         Ok(self.inference_options()?.swap_remove(0))
     }
 
-    /// How self-play networks run: one set of options per inference service (never empty), each
-    /// service with its own copy of the network. One per device; on a lone CPU with `[run]
-    /// selfplay_uses_idle_cores`, one per search worker up to the cores: two batches then run at
-    /// once (one service's libtorch threads idle between its batches and in the serial parts of
-    /// a forward pass, and a second service fills them: 198% CPU of 200% against 178% with one).
+    /// How self-play networks run: one set of options per device (never empty).
     pub fn inference_options(&self) -> Result<Vec<koma_nn::RunOptions>> {
         let bad = |message: String| PipelineError::Config { origin: "[run]".into(), message };
         let devices = self.run.device.specs();
         let precision = self.run.inference_precision;
         let cpu_threads = (self.run.threads > 0).then_some(self.run.threads);
-        let options: Vec<koma_nn::RunOptions> = devices
+        Ok(devices
             .map_err(|e| bad(format!("device: {e}")))?
             .into_iter()
             .map(|device| koma_nn::RunOptions { device, precision, cpu_threads })
-            .collect();
-        match options[..] {
-            [one] if self.run.selfplay_uses_idle_cores && on_cpu(&one) => {
-                Ok(vec![one; self.selfplay.workers.clamp(1, koma_base::cpu::cores())])
-            }
-            _ => Ok(options),
+            .collect())
+    }
+
+    /// Self-play's inference services on a CPU shared with the trainer ([`Self::core_share`]):
+    /// one per device listed, and on a lone CPU one per search worker up to the cores, each with
+    /// its own copy of the network, so that two batches run at once (one service's libtorch
+    /// threads idle between its batches and in a forward pass's serial parts, and a second
+    /// service fills them: 198% CPU of 200% against 178% with one).
+    fn shared_cpu_services(&self, devices: usize) -> usize {
+        if devices == 1 {
+            self.selfplay.workers.clamp(1, koma_base::cpu::cores())
+        } else {
+            devices
         }
     }
 
@@ -337,9 +341,10 @@ impl PipelineConfig {
         if !options.iter().all(on_cpu) {
             return None;
         }
+        let services = self.shared_cpu_services(options.len());
         let cores = koma_base::cpu::cores().min(koma_nn::device::default_cpu_threads().max(self.run.threads));
         let trainer_threads = if self.run.threads > 0 { self.run.threads } else { cores };
-        Some(crate::core_share::CoreShare::new(cores, trainer_threads, options.len()))
+        Some(crate::core_share::CoreShare::new(cores, trainer_threads, services))
     }
 
     /// The rules arena games are played under: the run's rules ([selfplay] impasse and
@@ -454,22 +459,23 @@ mod tests {
         assert!(e.contains("--device") && e.contains("3 devices"), "{e}");
     }
 
-    /// On a lone CPU, sharing the idle cores runs one inference service per search worker (up to
-    /// the cores), each with its own network; without sharing, or on listed devices, one per
-    /// device.
+    /// On a lone CPU shared with the trainer, self-play runs one inference service per search
+    /// worker (up to the cores); listed devices keep one each; without sharing there is no split.
     #[test]
     fn a_shared_cpu_runs_an_inference_service_per_worker() {
-        let services = |text: &str| PipelineConfig::parse(text, "x.toml").unwrap().inference_options().unwrap().len();
+        let services = |text: &str| PipelineConfig::parse(text, "x.toml").unwrap().core_share().map(|s| s.services());
         let cores = koma_base::cpu::cores();
-        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 2\n"), 2.min(cores));
-        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 64\n"), cores.min(64));
-        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 1\n"), 1);
-        assert_eq!(services("[run]\ndevice = \"cpu\"\nselfplay_uses_idle_cores = false\n[selfplay]\nworkers = 2\n"), 1);
-        assert_eq!(services("[run]\ndevice = \"cpu,cpu\"\n[selfplay]\nworkers = 4\n"), 2);
-        // The trainer shares with every service: each takes its part of the free cores.
-        let c =
-            PipelineConfig::parse("[run]\ndevice = \"cpu\"\nthreads = 1\n[selfplay]\nworkers = 2\n", "x.toml").unwrap();
-        assert!(c.core_share().is_some());
+        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 2\n"), Some(2.min(cores)));
+        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 64\n"), Some(cores.min(64)));
+        assert_eq!(services("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 1\n"), Some(1));
+        assert_eq!(services("[run]\ndevice = \"cpu,cpu\"\n[selfplay]\nworkers = 4\n"), Some(2));
+        assert_eq!(
+            services("[run]\ndevice = \"cpu\"\nselfplay_uses_idle_cores = false\n[selfplay]\nworkers = 2\n"),
+            None
+        );
+        // Options stay one per device: `koma selfplay --follow`, which shares nothing, runs one.
+        let c = PipelineConfig::parse("[run]\ndevice = \"cpu\"\n[selfplay]\nworkers = 2\n", "x.toml").unwrap();
+        assert_eq!(c.inference_options().unwrap().len(), 1);
     }
 
     #[test]

@@ -13,7 +13,9 @@ pub const MAX_CACHE_ENTRIES_PER_GAME: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct SelfPlayConfig {
-    /// Worker threads; each plays `games_per_worker` games at once.
+    /// Worker threads; each plays `games_per_worker` games at once. In the pipeline on a lone CPU
+    /// with `[run] selfplay_uses_idle_cores`, each worker (up to the cores) gets its own
+    /// inference service.
     pub workers: usize,
     /// Games each worker plays at once (their leaves share the worker's batches).
     pub games_per_worker: usize,

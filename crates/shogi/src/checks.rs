@@ -573,13 +573,6 @@ impl Position {
                         covering(kind, required, lifted.without(from))
                     };
                     for to in targets & reach {
-                        // A piece next to the king that nothing else defends is taken.
-                        if near.contains(to)
-                            && !escapes.covered.contains(to)
-                            && (line(to, from).is_empty() || (between(to, from) & lifted).is_nonempty())
-                        {
-                            continue;
-                        }
                         if let Some(m) = self.mates(Move::board(from, to, promote), &escapes) {
                             return (Some(m), true);
                         }

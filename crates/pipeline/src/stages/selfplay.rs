@@ -254,7 +254,12 @@ fn play(
     share: Option<Arc<CoreShare>>,
 ) -> Result<SelfPlaySummary> {
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
-    let options = config.inference_options()?;
+    let mut options = config.inference_options()?;
+    if let Some(share) = &share {
+        // On a lone CPU shared with the trainer: one service per worker, each its own network.
+        let first = options[0];
+        options.resize(share.services().max(options.len()), first);
+    }
     let (first, networks) = first_usable_model(run, current, &options)?;
     let slots: Vec<Arc<EvaluatorSlot>> =
         networks.into_iter().map(|n| EvaluatorSlot::new(served(n, &share), &first.name())).collect();
