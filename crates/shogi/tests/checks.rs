@@ -8,19 +8,8 @@
 use koma_shogi::{Handicap, Move, MoveList, Position};
 use proptest::prelude::*;
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// A move favouring checks, captures and drops.
 fn pick(pos: &Position, rng: &mut Rng) -> Option<Move> {

@@ -6,20 +6,8 @@
 use koma_shogi::{Color, Handicap, Move, Position};
 use proptest::prelude::*;
 
-/// A small deterministic PRNG, so a failing seed reproduces.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// Picks a move favouring captures and drops, so hands fill and unusual positions arise.
 fn pick(pos: &Position, rng: &mut Rng) -> Option<Move> {

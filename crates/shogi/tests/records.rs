@@ -8,6 +8,9 @@ use std::time::Duration;
 use koma_shogi::record::{self, csa, ki2, kif, notation, Format, GameRecord, ParseErrorKind, RecordError, RecordMove};
 use koma_shogi::{Color, EndReason, GameResult, Handicap, Move, Position};
 
+mod common;
+use common::Rng;
+
 fn data_dir() -> PathBuf {
     let dir = Path::new(&std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").into()))
         .join("../../data/records");
@@ -195,23 +198,6 @@ fn fuzz_findings_stay_fixed() {
 }
 
 // ---- random games ------------------------------------------------------------------------------
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 const TEXTS: [&str; 6] = ["good move", "悪手", "角交換 ok", " leading space", "x, y; z", "評価 +3"];
 
