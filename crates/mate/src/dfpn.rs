@@ -301,11 +301,7 @@ impl Search<'_, '_, '_> {
     #[inline(never)]
     fn children(&self, pos: &Position, or: bool, key: u64) -> Vec<Child> {
         let mut moves = MoveList::new();
-        if or {
-            pos.generate_checks(&mut moves);
-        } else {
-            pos.generate_legal_fast(&mut moves);
-        }
+        generate_node_moves(pos, or, &mut moves);
         let board = if or { key } else { key ^ AND_NODE };
         moves
             .iter()
@@ -323,6 +319,12 @@ impl Search<'_, '_, '_> {
     fn probe_after(&self, pos: &Position, mv: Move, key: u64, plies_left: u32) -> Option<Value> {
         let (h, mover_hand) = pos.hash_and_hand_after(mv);
         let hand = if pos.side_to_move() == self.attacker { mover_hand } else { pos.hand(self.attacker) };
+        self.probe_hashed(h, hand, key, plies_left)
+    }
+
+    /// What the path, the game and the table say of the position with hash `h`, attacker hand
+    /// `hand` and table key `key`; None for a new node.
+    fn probe_hashed(&self, h: u64, hand: Hand, key: u64, plies_left: u32) -> Option<Value> {
         if let Some(j) = self.path.iter().rposition(|&x| x == h) {
             return Some(Value::repetition(j as i32, hand));
         }
@@ -351,14 +353,7 @@ impl Search<'_, '_, '_> {
 
     /// [`Self::probe_new`] with the position's table key `key`.
     fn probe_at(&self, pos: &Position, key: u64, plies_left: u32) -> Option<Value> {
-        let h = pos.hash();
-        if let Some(j) = self.path.iter().rposition(|&x| x == h) {
-            return Some(Value::repetition(j as i32, pos.hand(self.attacker)));
-        }
-        if self.history.binary_search(&h).is_ok() {
-            return Some(Value::repetition(HISTORY, pos.hand(self.attacker)));
-        }
-        self.lookup(key, pos.hand(self.attacker), plies_left).map(Value::from_found)
+        self.probe_hashed(pos.hash(), pos.hand(self.attacker), key, plies_left)
     }
 
     /// Searches the node at `pos` (an OR node when `or`, with table key `key`) until it is
@@ -667,14 +662,17 @@ impl Search<'_, '_, '_> {
 /// its own short frame, not in every frame of the recursion (deep mates would overflow the stack).
 #[inline(never)]
 fn node_moves(pos: &Position, or: bool) -> Vec<Move> {
+    let mut moves = MoveList::new();
+    generate_node_moves(pos, or, &mut moves);
+    moves.to_vec()
+}
+
+/// Fills `list` with the moves of a node: the checks at an OR node, the evasions at an AND node.
+fn generate_node_moves(pos: &Position, or: bool, list: &mut MoveList) {
     if or {
-        let mut checks = MoveList::new();
-        pos.generate_checks(&mut checks);
-        checks.to_vec()
+        pos.generate_checks(list);
     } else {
-        let mut evasions = MoveList::new();
-        pos.generate_legal_fast(&mut evasions);
-        evasions.to_vec()
+        pos.generate_legal_fast(list);
     }
 }
 

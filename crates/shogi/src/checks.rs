@@ -386,19 +386,7 @@ impl Position {
         let mut checks = checks.into_iter().peekable();
         checks.peek()?;
         let escapes = self.king_escapes();
-        for m in checks {
-            if self.king_escapes_with(m, &escapes) {
-                continue;
-            }
-            self.do_move(m);
-            // The king has no move: mated unless another piece takes the checker or blocks.
-            let mated = !self.has_evasion_without_king();
-            self.undo_move();
-            if mated {
-                return Some(m);
-            }
-        }
-        None
+        checks.find_map(|m| self.mates(m, &escapes))
     }
 
     /// Whether the side to move, in check, can answer with a move of a piece other than its king
@@ -642,6 +630,7 @@ impl Position {
             return None;
         }
         self.do_move(m);
+        // The king has no move: mated unless another piece takes the checker or blocks.
         let mated = !self.has_evasion_without_king();
         self.undo_move();
         mated.then_some(m)
