@@ -262,6 +262,17 @@ impl MctsPlayer {
         }
     }
 
+    /// Searches with `config` (default: [`SearchConfig::evaluation`]); self-play's randomness
+    /// does not belong in a match, so `root_noise` is turned off.
+    pub fn with_search(mut self, config: SearchConfig) -> MctsPlayer {
+        self.search = Search::new(SearchConfig { root_noise: false, ..config }, self.rules, 0);
+        self
+    }
+
+    pub fn search_config(&self) -> &SearchConfig {
+        self.search.config()
+    }
+
     pub fn with_resignation(mut self, value: f32) -> MctsPlayer {
         self.resign_value = Some(value);
         self

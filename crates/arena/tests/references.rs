@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use koma_arena::game::play_game;
 use koma_arena::player::{Action, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, PlayerError, RandomPlayer};
+use koma_mcts::SearchConfig;
 use koma_shogi::rules::GameRules;
 use koma_shogi::{Color, EndReason, Move, Position};
 
@@ -48,6 +49,17 @@ fn mcts_material_takes_a_free_rook() {
     let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
     let mut mcts = MctsPlayer::new("mcts-material", Arc::new(MaterialEvaluator), 400, 8, GameRules::default(), 1);
     let action = mcts.act(&pos, &AtomicBool::new(false)).unwrap();
+    assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");
+}
+
+#[test]
+fn a_gumbel_root_takes_a_free_rook() {
+    // The same position as above, searched by sequential halving over 32 simulations.
+    let pos = Position::from_sfen("4k4/7r1/9/9/4B4/9/9/9/4K4 b - 1").unwrap();
+    let mut player = MctsPlayer::new("gumbel", Arc::new(MaterialEvaluator), 32, 4, GameRules::default(), 1)
+        .with_search(SearchConfig { root_noise: true, ..SearchConfig::gumbel() });
+    assert!(!player.search_config().root_noise, "a match player searched with self-play noise");
+    let action = player.act(&pos, &AtomicBool::new(false)).unwrap();
     assert!(matches!(action, Action::Play(m) if m.to_usi().starts_with("5e2b")), "{action:?}");
 }
 

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::PipelineConfig;
 use crate::error::{PipelineError, Result};
 use crate::events::{Event, MatchSummary};
-use crate::players::{checkpoint_factory, checkpoint_player_name, reference_factory};
+use crate::players::{checkpoint_factory, checkpoint_player_name, reference_factory, PlaySearch};
 use crate::run_dir::{ModelRef, RunDir};
 
 /// One side of a match.
@@ -63,6 +63,7 @@ impl<'a> MatchRunner<'a> {
             Contestant::Model(m) => checkpoint_factory(
                 &m.path,
                 Budget::Simulations(simulations),
+                PlaySearch::default(),
                 rules,
                 &self.config.evaluation_options()?,
             )?,

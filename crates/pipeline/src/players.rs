@@ -7,14 +7,42 @@ use std::sync::Arc;
 
 use koma_arena::matches::PlayerFactory;
 use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
-use koma_mcts::{Evaluator, InferenceServer};
+use koma_mcts::{Evaluator, InferenceServer, RootSelection, SearchConfig};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_shogi::rules::GameRules;
 
 use crate::error::{PlayerNameError, Result};
 
-/// Leaves one search adds to a batch (virtual loss keeps them distinct).
-const SEARCH_BATCH: usize = 16;
+/// How a checkpoint player searches each move: the root's rule and the leaves one search adds
+/// to a batch. Both change what a fixed number of simulations is worth, not only its speed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlaySearch {
+    /// Gumbel AlphaZero's root without draws (sequential halving over the 16 likeliest moves,
+    /// the move played chosen by prior and value) instead of PUCT.
+    pub gumbel_root: bool,
+    /// Leaves one search adds to a batch (virtual loss keeps them distinct): fewer make each
+    /// batch choose with the values of the one before, more evaluate faster.
+    pub leaves: usize,
+}
+
+impl Default for PlaySearch {
+    fn default() -> PlaySearch {
+        PlaySearch { gumbel_root: false, leaves: 16 }
+    }
+}
+
+impl PlaySearch {
+    pub fn config(&self) -> SearchConfig {
+        if self.gumbel_root {
+            SearchConfig {
+                root: RootSelection::Gumbel { considered_actions: 16, c_visit: 50.0, c_scale: 1.0 },
+                ..SearchConfig::evaluation()
+            }
+        } else {
+            SearchConfig::evaluation()
+        }
+    }
+}
 
 /// `NAME@800` (simulations) or `NAME@500ms` (time per move); no `@`: `default_simulations`.
 pub fn split_budget(spec: &str, default_simulations: u32) -> std::result::Result<(&str, Budget), PlayerNameError> {
@@ -68,11 +96,13 @@ pub fn checkpoint_player_name(path: &Path, budget: Budget) -> String {
     )
 }
 
-/// A checkpoint searched with MCTS, named by [`checkpoint_player_name`]. All games of the
-/// factory share one inference thread, so the leaves of concurrent games merge into its batches.
+/// A checkpoint searched with MCTS as `search` says, named by [`checkpoint_player_name`]. All
+/// games of the factory share one inference thread, so the leaves of concurrent games merge into
+/// its batches.
 pub fn checkpoint_factory(
     path: &Path,
     budget: Budget,
+    search: PlaySearch,
     rules: GameRules,
     options: &RunOptions,
 ) -> Result<PlayerFactory> {
@@ -82,7 +112,9 @@ pub fn checkpoint_factory(
     let server = InferenceServer::spawn(slot, 1024);
     Ok(Arc::new(move |seed| {
         let evaluator: Arc<dyn Evaluator> = Arc::new(server.client());
-        Ok(Box::new(MctsPlayer::with_budget(&label, evaluator, budget, SEARCH_BATCH, rules, seed)) as Box<dyn Player>)
+        let player =
+            MctsPlayer::with_budget(&label, evaluator, budget, search.leaves, rules, seed).with_search(search.config());
+        Ok(Box::new(player) as Box<dyn Player>)
     }))
 }
 

@@ -17,7 +17,7 @@ use koma_arena::spec::{parse_option, parse_player, PlayerKind, PlayerSpec};
 use koma_arena::stats::Sprt;
 use koma_arena::tournament::{pairings, run_tournament, Entrant, Format, Tournament};
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
-use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget};
+use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget, PlaySearch};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::{Handicap, OpeningSuite};
 
@@ -115,6 +115,14 @@ pub struct Args {
     /// Simulations per move for search players without @SIMS.
     #[arg(long, default_value_t = 200)]
     simulations: u32,
+    /// Checkpoints' root: `puct`, or `gumbel` (Gumbel AlphaZero's sequential halving over the
+    /// 16 likeliest moves, without draws).
+    #[arg(long, default_value = "puct", value_parser = ["puct", "gumbel"])]
+    root: String,
+    /// Leaves a checkpoint's search adds to one batch: fewer make the same simulations choose
+    /// more carefully (each batch sees the values of the last), more evaluate faster.
+    #[arg(long, default_value_t = PlaySearch::default().leaves as u16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    leaves: u16,
     /// USI engines' main time (`60s`, `2m`, `500ms`; a bare number is milliseconds). With
     /// neither --byoyomi nor --increment: sudden death.
     #[arg(long, value_parser = duration)]
@@ -209,7 +217,7 @@ fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: Game
             };
             return Ok(Arc::new(move |_| Ok(Box::new(UsiEngine::start(config.clone())?) as Box<dyn Player>)));
         }
-        PlayerKind::Builtin(text) => builtin_factory(text, args.simulations, rules, &args.run)?,
+        PlayerKind::Builtin(text) => builtin_factory(text, args, rules)?,
     };
     if spec.name.is_none() && spec.time.is_none() {
         return Ok(built);
@@ -220,16 +228,18 @@ fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: Game
     }))
 }
 
-fn builtin_factory(spec: &str, simulations: u32, rules: GameRules, run: &RunArgs) -> Result<PlayerFactory> {
-    if let Ok(reference) = reference_factory(spec, simulations, rules) {
+fn builtin_factory(spec: &str, args: &Args, rules: GameRules) -> Result<PlayerFactory> {
+    if let Ok(reference) = reference_factory(spec, args.simulations, rules) {
         return Ok(reference);
     }
-    let (path, budget) = split_budget(spec, simulations)?;
+    let (path, budget) = split_budget(spec, args.simulations)?;
     let path = PathBuf::from(path);
     if !path.exists() {
         bail!("player {spec:?}: not random, greedy, mcts-material, usi:…, file:….toml or an existing checkpoint");
     }
-    checkpoint_factory(&path, budget, rules, &run.options()?).with_context(|| format!("loading {}", path.display()))
+    let search = PlaySearch { gumbel_root: args.root == "gumbel", leaves: usize::from(args.leaves) };
+    checkpoint_factory(&path, budget, search, rules, &args.run.options()?)
+        .with_context(|| format!("loading {}", path.display()))
 }
 
 /// The players, named: each factory is asked once for its player's name, and a name already
