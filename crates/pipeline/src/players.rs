@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use koma_arena::matches::PlayerFactory;
 use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
-use koma_mcts::{Evaluator, InferenceServer, RootSelection, SearchConfig};
+use koma_mcts::{Evaluator, InferenceServer, SearchConfig};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_shogi::rules::GameRules;
 
@@ -34,10 +34,7 @@ impl Default for PlaySearch {
 impl PlaySearch {
     pub fn config(&self) -> SearchConfig {
         if self.gumbel_root {
-            SearchConfig {
-                root: RootSelection::Gumbel { considered_actions: 16, c_visit: 50.0, c_scale: 1.0 },
-                ..SearchConfig::evaluation()
-            }
+            SearchConfig::gumbel()
         } else {
             SearchConfig::evaluation()
         }
