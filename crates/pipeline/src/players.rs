@@ -13,13 +13,44 @@ use koma_shogi::rules::GameRules;
 
 use crate::error::{PlayerNameError, Result};
 
+/// The rule a checkpoint's search uses at the root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlayRoot {
+    /// PUCT, as in self-play without noise: the most visited move is played.
+    Puct,
+    /// Gumbel AlphaZero's root without draws: sequential halving over the 16 likeliest moves,
+    /// the move played chosen by prior and value.
+    Gumbel,
+}
+
+impl PlayRoot {
+    /// The names [`PlayRoot::from_str`] reads, in the order of the variants.
+    pub const NAMES: [&'static str; 2] = ["puct", "gumbel"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PlayRoot::Puct => "puct",
+            PlayRoot::Gumbel => "gumbel",
+        }
+    }
+}
+
+impl std::str::FromStr for PlayRoot {
+    type Err = String;
+    fn from_str(text: &str) -> std::result::Result<PlayRoot, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "puct" => Ok(PlayRoot::Puct),
+            "gumbel" => Ok(PlayRoot::Gumbel),
+            _ => Err(format!("unknown root `{text}` (use puct or gumbel)")),
+        }
+    }
+}
+
 /// How a checkpoint player searches each move: the root's rule and the leaves one search adds
 /// to a batch. Both change what a fixed number of simulations is worth, not only its speed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlaySearch {
-    /// Gumbel AlphaZero's root without draws (sequential halving over the 16 likeliest moves,
-    /// the move played chosen by prior and value) instead of PUCT.
-    pub gumbel_root: bool,
+    pub root: PlayRoot,
     /// Leaves one search adds to a batch (virtual loss keeps them distinct): fewer make each
     /// batch choose with the values of the one before, more evaluate faster.
     pub leaves: usize,
@@ -27,16 +58,15 @@ pub struct PlaySearch {
 
 impl Default for PlaySearch {
     fn default() -> PlaySearch {
-        PlaySearch { gumbel_root: false, leaves: 16 }
+        PlaySearch { root: PlayRoot::Puct, leaves: 16 }
     }
 }
 
 impl PlaySearch {
     pub fn config(&self) -> SearchConfig {
-        if self.gumbel_root {
-            SearchConfig::gumbel()
-        } else {
-            SearchConfig::evaluation()
+        match self.root {
+            PlayRoot::Puct => SearchConfig::evaluation(),
+            PlayRoot::Gumbel => SearchConfig::gumbel(),
         }
     }
 }
@@ -127,5 +157,18 @@ mod tests {
         assert!(split_budget("m@fast", 50).unwrap_err().to_string().contains("fast"));
         assert!(reference_factory("greedy", 8, GameRules::default()).is_ok());
         assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
+    }
+
+    #[test]
+    fn roots_read_their_names_and_refuse_others() {
+        for name in PlayRoot::NAMES {
+            assert_eq!(name.parse::<PlayRoot>().unwrap().name(), name);
+        }
+        assert_eq!(" Gumbel ".parse::<PlayRoot>(), Ok(PlayRoot::Gumbel));
+        assert!("alphabeta".parse::<PlayRoot>().unwrap_err().contains("alphabeta"));
+        assert_ne!(
+            PlaySearch { root: PlayRoot::Gumbel, leaves: 16 }.config(),
+            PlaySearch { root: PlayRoot::Puct, leaves: 16 }.config()
+        );
     }
 }

@@ -17,11 +17,11 @@ use koma_arena::spec::{parse_option, parse_player, PlayerKind, PlayerSpec};
 use koma_arena::stats::Sprt;
 use koma_arena::tournament::{pairings, run_tournament, Entrant, Format, Tournament};
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
-use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget, PlaySearch};
+use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget, PlayRoot, PlaySearch};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::{Handicap, OpeningSuite};
 
-use super::choices::{impasse_rule, max_moves_rule};
+use super::choices::{impasse_rule, max_moves_rule, play_root};
 use super::nn_args::RunArgs;
 
 /// The `--player` values, each with the `--option NAME=VALUE`s that follow it, in command-line
@@ -117,8 +117,8 @@ pub struct Args {
     simulations: u32,
     /// Checkpoints' root: `puct`, or `gumbel` (Gumbel AlphaZero's sequential halving over the
     /// 16 likeliest moves, without draws).
-    #[arg(long, default_value = "puct", value_parser = ["puct", "gumbel"])]
-    root: String,
+    #[arg(long, default_value = PlaySearch::default().root.name(), value_parser = play_root())]
+    root: PlayRoot,
     /// Leaves a checkpoint's search adds to one batch: fewer make the same simulations choose
     /// more carefully (each batch sees the values of the last), more evaluate faster.
     #[arg(long, default_value_t = PlaySearch::default().leaves as u16, value_parser = clap::value_parser!(u16).range(1..=1024))]
@@ -237,7 +237,7 @@ fn builtin_factory(spec: &str, args: &Args, rules: GameRules) -> Result<PlayerFa
     if !path.exists() {
         bail!("player {spec:?}: not random, greedy, mcts-material, usi:…, file:….toml or an existing checkpoint");
     }
-    let search = PlaySearch { gumbel_root: args.root == "gumbel", leaves: usize::from(args.leaves) };
+    let search = PlaySearch { root: args.root, leaves: usize::from(args.leaves) };
     checkpoint_factory(&path, budget, search, rules, &args.run.options()?)
         .with_context(|| format!("loading {}", path.display()))
 }

@@ -8,6 +8,7 @@ use std::marker::PhantomData;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::error::ErrorKind;
 use koma_nn::Precision;
+use koma_pipeline::players::PlayRoot;
 use koma_shogi::rules::{ImpasseRule, MaxMovesRule};
 
 #[derive(Clone)]
@@ -29,6 +30,11 @@ pub fn impasse_rule() -> OneOf<ImpasseRule> {
 /// `--max-moves-rule`: what happens at the move limit.
 pub fn max_moves_rule() -> OneOf<MaxMovesRule> {
     one_of(MaxMovesRule::ALL.map(MaxMovesRule::name))
+}
+
+/// `--root`: how checkpoints search the root in a match.
+pub fn play_root() -> OneOf<PlayRoot> {
+    one_of(PlayRoot::NAMES)
 }
 
 /// `--precision`: the network's floating-point type.
