@@ -24,8 +24,7 @@ pub enum PlayRoot {
 }
 
 impl PlayRoot {
-    /// The names [`PlayRoot::from_str`] reads, in the order of the variants.
-    pub const NAMES: [&'static str; 2] = ["puct", "gumbel"];
+    pub const ALL: [PlayRoot; 2] = [PlayRoot::Puct, PlayRoot::Gumbel];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -38,18 +37,18 @@ impl PlayRoot {
 impl std::str::FromStr for PlayRoot {
     type Err = String;
     fn from_str(text: &str) -> std::result::Result<PlayRoot, String> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "puct" => Ok(PlayRoot::Puct),
-            "gumbel" => Ok(PlayRoot::Gumbel),
-            _ => Err(format!("unknown root `{text}` (use puct or gumbel)")),
-        }
+        let wanted = text.trim().to_ascii_lowercase();
+        PlayRoot::ALL
+            .into_iter()
+            .find(|root| root.name() == wanted)
+            .ok_or_else(|| format!("unknown root `{text}` (use puct or gumbel)"))
     }
 }
 
 /// How a checkpoint player searches each move: the root's rule and the leaves one search adds
-/// to a batch. The default is the Gumbel root: at 32 simulations it scored 0.95-0.98 against
-/// `greedy` where PUCT scored 0.76-0.78, on final models of two independent runs
-/// (docs/benchmarks.md). Both change what a fixed number of simulations is worth, not only its speed.
+/// to a batch. Both change what a fixed number of simulations is worth, not only its speed. The
+/// default is the Gumbel root: at 32 simulations it scored 0.95-0.98 against `greedy` where PUCT
+/// scored 0.76-0.78, on final models of two independent runs (docs/benchmarks.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlaySearch {
     pub root: PlayRoot,
@@ -163,8 +162,8 @@ mod tests {
 
     #[test]
     fn roots_read_their_names_and_refuse_others() {
-        for name in PlayRoot::NAMES {
-            assert_eq!(name.parse::<PlayRoot>().unwrap().name(), name);
+        for root in PlayRoot::ALL {
+            assert_eq!(root.name().parse::<PlayRoot>(), Ok(root));
         }
         assert_eq!(" Gumbel ".parse::<PlayRoot>(), Ok(PlayRoot::Gumbel));
         assert!("alphabeta".parse::<PlayRoot>().unwrap_err().contains("alphabeta"));

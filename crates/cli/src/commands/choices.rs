@@ -34,7 +34,7 @@ pub fn max_moves_rule() -> OneOf<MaxMovesRule> {
 
 /// `--root`: how checkpoints search the root in a match.
 pub fn play_root() -> OneOf<PlayRoot> {
-    one_of(PlayRoot::NAMES)
+    one_of(PlayRoot::ALL.map(PlayRoot::name))
 }
 
 /// `--precision`: the network's floating-point type.
