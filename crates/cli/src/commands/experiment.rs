@@ -64,7 +64,8 @@ pub struct Args {
     max_plies: Option<u32>,
     /// Train each variant this many times (NAME.r1 … NAME.rN, different seeds, the same model 0);
     /// the report gives each variant's Elo spread across its runs and claims a gain only when
-    /// the interval across runs excludes 0 [default: 1].
+    /// the interval across runs excludes 0 [default: 1]. With --resume, a larger N adds runs to
+    /// the experiment: only their training and their pairings are new.
     #[arg(long)]
     replicates: Option<usize>,
     /// Continue the experiment in --dir (an interrupted variant, the matches), or only redo the

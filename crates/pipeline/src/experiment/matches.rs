@@ -267,4 +267,24 @@ mod tests {
         assert_eq!(plan[5].label, "round robin: c@16 vs greedy");
         assert!(plan.iter().all(|m| m.pairs() == 5));
     }
+
+    /// Growing an experiment's replicates (`--resume --replicates`) inserts players among the
+    /// old ones: every old pairing keeps its label, so its games done are not played again.
+    #[test]
+    fn new_players_keep_the_old_pairings_labels() {
+        let players = |names: &[&str]| -> Vec<Contestant> {
+            names
+                .iter()
+                .map(|n| model_player(PathBuf::from(format!("E/players/{n}.safetensors"))))
+                .chain([Contestant::Reference("greedy".into())])
+                .collect()
+        };
+        let results = std::path::Path::new("E/results.jsonl");
+        let labels = |p: &[Contestant]| round_robin(p, 8, results, 32).into_iter().map(|m| m.label).collect::<Vec<_>>();
+        let old = labels(&players(&["a.r1", "a.r2", "b.r1", "b.r2"]));
+        let grown = labels(&players(&["a.r1", "a.r2", "a.r3", "b.r1", "b.r2", "b.r3"]));
+        assert_eq!(grown.len(), 21);
+        assert!(old.iter().all(|l| grown.contains(l)), "{old:?} not all in {grown:?}");
+        assert_eq!(grown.iter().filter(|l| l.contains(".r3")).count(), 11);
+    }
 }

@@ -11,7 +11,8 @@
 //! - [`report`]: `report.json` and `report.md`.
 //!
 //! ```text
-//! EXPDIR/experiment.toml   the resolved spec (configs/NAME.toml: copies of the variants' configs)
+//! EXPDIR/experiment.toml   the resolved spec (configs/NAME.toml: copies of the variants' configs;
+//!                          with replicates also configs/NAME.rK.toml, each run's)
 //! EXPDIR/state.json        progress (atomic)
 //! EXPDIR/model0/           model 0 (one per network shape)
 //! EXPDIR/runs/NAME/        each variant's pipeline run directory
@@ -251,7 +252,39 @@ fn is_empty_dir(path: &Path) -> bool {
     std::fs::read_dir(path).map(|mut d| d.next().is_none()).unwrap_or(true)
 }
 
-/// Checks the spec, sets up (or reopens) the experiment directory and writes model 0.
+/// Writes the config copies that are missing: each run's (`configs/RUN.toml`, what it trains
+/// with) and, with replicates, each variant's as written (`configs/NAME.toml`, which
+/// `experiment.toml` names; replicate 1's text).
+fn write_config_copies(dir: &ExpDir, variants: &[Variant]) -> Result<()> {
+    let spec_copies = variants.iter().filter(|v| v.name == spec::replicate_name(&v.family, 1));
+    let copies = variants.iter().map(|v| (&v.name, v)).chain(spec_copies.map(|v| (&v.family, v)));
+    for (name, v) in copies {
+        let path = dir.config_copy(name);
+        if !path.is_file() {
+            koma_base::durable::write(&path, v.text.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// Experiments with replicates started before koma wrote `configs/NAME.toml` named it in
+/// `experiment.toml` all the same: restores it from replicate 1's copy (the config as written).
+fn restore_spec_copies(dir: &ExpDir, stored: &ExperimentSpec) -> Result<()> {
+    if stored.replicates < 2 {
+        return Ok(());
+    }
+    for v in &stored.variants {
+        let first = dir.config_copy(&spec::replicate_name(&v.name, 1));
+        if !v.config.is_file() && first.is_file() {
+            let text = std::fs::read(&first).map_err(io(&first))?;
+            koma_base::durable::write(&v.config, &text)?;
+        }
+    }
+    Ok(())
+}
+
+/// Checks the spec, sets up (or reopens) the experiment directory and writes model 0. With
+/// `--resume`, a larger `--replicates` grows the experiment: the new runs are added.
 pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
     let dir = ExpDir::new(&options.dir);
     let exists = dir.spec_file().is_file();
@@ -261,24 +294,49 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
             return Err(refuse("--resume: not an experiment (no experiment.toml); start one without --resume".into()));
         }
         let stored = ExperimentSpec::from_file(&dir.spec_file())?;
-        let stored_variants = stored.load()?;
-        if options.spec_file.is_some() || !options.overrides.is_empty() {
+        restore_spec_copies(&dir, &stored)?;
+        let (spec, variants) = if options.spec_file.is_some() || !options.overrides.is_empty() {
             let given = given_spec(options, Some(&stored))?;
             let given_variants = given.load()?;
-            let diffs = given.differences(&given_variants, &stored, &stored_variants);
+            // More replicates than the experiment has grows it; anything else that differs is
+            // another experiment.
+            let grown = ExperimentSpec { replicates: given.replicates.max(stored.replicates), ..stored.clone() };
+            let grown_variants = grown.load()?;
+            let diffs = given.differences(&given_variants, &grown, &grown_variants);
             if !diffs.is_empty() {
                 return Err(refuse(format!(
                     "--resume: this experiment was started with other settings ({}); resume it with `--resume` alone, or start a new one in another --dir",
                     diffs.join("; ")
                 )));
             }
-        }
+            if grown.replicates > stored.replicates {
+                if stored.replicates == 1 {
+                    return Err(refuse(format!(
+                        "--resume --replicates {}: this experiment trained one run per variant, named after the variant (runs/{}), not NAME.rK; start a new experiment with --replicates in another --dir",
+                        grown.replicates, stored.variants[0].name
+                    )));
+                }
+                write_config_copies(&dir, &grown_variants)?;
+                // Last: from now on the experiment has the new runs.
+                koma_base::durable::write(&dir.spec_file(), grown.resolved_text().as_bytes())?;
+                tracing::info!(
+                    "{}: grows from {} to {} replicates per variant: the new runs train, then only their pairings play",
+                    dir.root.display(),
+                    stored.replicates,
+                    grown.replicates
+                );
+            }
+            (grown, grown_variants)
+        } else {
+            let variants = stored.load()?;
+            (stored, variants)
+        };
         let state = if dir.state_file().is_file() {
             ExperimentState::load(&dir.state_file())?
         } else {
             ExperimentState::default()
         };
-        (stored, stored_variants, state)
+        (spec, variants, state)
     } else {
         let given = given_spec(options, None)?;
         let variants = given.load()?;
@@ -302,9 +360,7 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
         for path in [dir.root.join("configs"), dir.root.join("runs"), dir.model_zero_dir(), dir.players(), dir.logs()] {
             std::fs::create_dir_all(&path).map_err(io(&path))?;
         }
-        for v in &variants {
-            koma_base::durable::write(&dir.config_copy(&v.name), v.text.as_bytes())?;
-        }
+        write_config_copies(&dir, &variants)?;
         let state = ExperimentState::default();
         state.save(&dir.state_file())?;
         // Last: from now on the directory holds this experiment.
@@ -468,5 +524,75 @@ mod tests {
         assert!(e.contains("not empty"), "{e}");
         let e = prepare(&options(&tmp.path().join("nothing"), &ab, true)).unwrap_err().to_string();
         assert!(e.contains("not an experiment"), "{e}");
+    }
+
+    #[test]
+    fn replicated_experiments_resume_and_grow_by_their_new_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a_text = "# a as written\n[model]\nblocks = 1\nchannels = 8\n[train]\nseed = 7\n";
+        std::fs::write(tmp.path().join("a.toml"), a_text).unwrap();
+        std::fs::write(tmp.path().join("b.toml"), "[model]\nblocks = 1\nchannels = 8\n").unwrap();
+        let ab = ["a", "b"].map(|n| format!("{n}={}", tmp.path().join(format!("{n}.toml")).display()));
+        let exp = tmp.path().join("exp");
+        let with_replicates = |n: usize, variants: &[String]| {
+            let mut o = options(&exp, variants, true);
+            o.overrides.replicates = Some(n);
+            o
+        };
+        let resume_alone = || {
+            let mut o = options(&exp, &[], true);
+            o.overrides = SpecOverrides::default();
+            o
+        };
+        let mut start = with_replicates(2, &ab);
+        start.resume = false;
+        let p = prepare(&start).unwrap();
+        let names = |p: &Prepared| p.variants.iter().map(|v| v.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&p), ["a.r1", "a.r2", "b.r1", "b.r2"]);
+        // experiment.toml names each variant's config as written, and that copy exists: the
+        // resolved spec reruns elsewhere and --resume alone reopens the experiment.
+        assert_eq!(std::fs::read_to_string(exp.join("configs/a.toml")).unwrap(), a_text);
+        let rerun = ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap();
+        assert_eq!(rerun.load().unwrap().len(), 4);
+        assert_eq!(names(&prepare(&resume_alone()).unwrap()), names(&p));
+        // One started before those copies were written: restored from replicate 1's.
+        std::fs::remove_file(exp.join("configs/a.toml")).unwrap();
+        std::fs::remove_file(exp.join("configs/b.toml")).unwrap();
+        assert_eq!(prepare(&resume_alone()).unwrap().variants.len(), 4);
+        assert_eq!(std::fs::read_to_string(exp.join("configs/a.toml")).unwrap(), a_text);
+        // Progress so far, which growing must keep.
+        let mut state = ExperimentState::load(&exp.join("state.json")).unwrap();
+        state.variant("a.r1").finished = true;
+        state.matches.insert("round robin: a.r1@32 vs a.r2@32".into(), state::MatchState { pairs_done: 4 });
+        state.save(&exp.join("state.json")).unwrap();
+        // --resume --replicates 3 adds a.r3 and b.r3 (seed + 2), keeps what was done, and
+        // records the new count.
+        let grown = prepare(&with_replicates(3, &[])).unwrap();
+        assert_eq!(names(&grown), ["a.r1", "a.r2", "a.r3", "b.r1", "b.r2", "b.r3"]);
+        assert_eq!(grown.spec.replicates, 3);
+        assert_eq!(grown.variants[2].config.train.seed, 9);
+        assert!(exp.join("configs/a.r3.toml").is_file() && exp.join("configs/b.r3.toml").is_file());
+        assert!(grown.state.variants["a.r1"].finished);
+        assert_eq!(grown.state.pairs_done("round robin: a.r1@32 vs a.r2@32"), 4);
+        assert_eq!(ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap().replicates, 3);
+        assert_eq!(names(&prepare(&resume_alone()).unwrap()), names(&grown));
+        // The same again is a plain resume; the variants given again agree too.
+        assert_eq!(prepare(&with_replicates(3, &ab)).unwrap().variants.len(), 6);
+        // Fewer runs than trained, or other settings with the growth: refused, naming them.
+        let e = prepare(&with_replicates(2, &[])).unwrap_err().to_string();
+        assert!(e.contains("replicates: 2 here, 3 in the experiment"), "{e}");
+        let mut other = with_replicates(4, &[]);
+        other.overrides.games = Some(2);
+        let e = prepare(&other).unwrap_err().to_string();
+        assert!(e.contains("games"), "{e}");
+        assert_eq!(ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap().replicates, 3);
+        // One run per variant (runs/NAME) cannot become NAME.r1 …: refused.
+        let single = tmp.path().join("single");
+        let mut o = options(&single, &ab, false);
+        prepare(&o).unwrap();
+        o.resume = true;
+        o.overrides.replicates = Some(2);
+        let e = prepare(&o).unwrap_err().to_string();
+        assert!(e.contains("one run per variant"), "{e}");
     }
 }

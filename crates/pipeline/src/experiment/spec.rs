@@ -342,7 +342,7 @@ impl ExperimentSpec {
                     (c, text)
                 };
                 variants.push(Variant {
-                    name: format!("{}.r{k}", v.name),
+                    name: replicate_name(&v.name, k),
                     family: v.name.clone(),
                     source: v.config.clone(),
                     text,
@@ -397,6 +397,11 @@ impl ExperimentSpec {
         }
         out
     }
+}
+
+/// The run name of replicate `k` of variant `family` (when there are several): `NAME.rK`.
+pub fn replicate_name(family: &str, k: usize) -> String {
+    format!("{family}.r{k}")
 }
 
 /// Variant names become directory and player names: letters, digits, `-`, `_`, `.`.
