@@ -15,7 +15,7 @@ use crate::config::{ConfigSource, PipelineConfig};
 use crate::error::{PipelineError, Result};
 use crate::evaluation::{report, Report};
 use crate::events::Event;
-use crate::resources::{process_cpu_seconds, CpuBudget};
+use crate::resources::{process_cpu_seconds, TimeBudget};
 use crate::run::{Run, RunOverrides};
 use crate::run_dir::{ModelRef, RunDir};
 use crate::stages;
@@ -137,9 +137,17 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     stages_run.set_threads();
     let minutes = options.minutes.unwrap_or(config.run.minutes);
     let cpu_minutes = options.cpu_minutes.unwrap_or(config.run.cpu_minutes);
-    let deadline = (minutes > 0.0).then(|| Instant::now() + Duration::from_secs_f64(minutes * 60.0));
     // Process CPU time from here on: the stages' threads, not what ran before `run`.
-    let cpu_budget = (cpu_minutes > 0.0).then(|| CpuBudget::new(Duration::from_secs_f64(cpu_minutes * 60.0)));
+    let budget = Arc::new(TimeBudget::new(minutes, cpu_minutes));
+    if config.train.lr.over_budget() && !budget.is_limited() && config.run.steps == 0 {
+        return Err(PipelineError::Config {
+            origin: stages_run.config_origin.clone(),
+            message: "[train.lr] decay_steps = 0 anneals the learning rate over the run's budget, and this run has \
+                      none: give it minutes, cpu_minutes or steps ([run] or --minutes, --cpu-minutes, --steps), or \
+                      set decay_steps"
+                .into(),
+        });
+    }
     let model_zero = &prepared.model_zero;
     if config.gating.enabled {
         if !run.has_current() {
@@ -178,7 +186,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let core_share = config.core_share().map(Arc::new);
     let (train_result, selfplay_result, side_results) = std::thread::scope(|scope| {
         let trainer = scope.spawn(|| {
-            stages::trainer::run(stages_run, true, stages_stop.clone(), &mut |p| {
+            let clock = budget.is_limited().then(|| budget.clone() as Arc<dyn koma_train::BudgetClock>);
+            stages::trainer::run(stages_run, true, clock, stages_stop.clone(), &mut |p| {
                 if let Some(share) = &core_share {
                     share.observe(&p);
                 }
@@ -210,9 +219,9 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             };
             let stopped = if options.stop.load(Ordering::SeqCst) {
                 Some(StopReason::Interrupted)
-            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            } else if budget.wall_exhausted() {
                 Some(StopReason::TimeLimit)
-            } else if cpu_budget.is_some_and(|b| b.exhausted()) {
+            } else if budget.cpu_exhausted() {
                 Some(StopReason::CpuLimit)
             } else if first_ended == Some("trainer") {
                 Some(StopReason::StepsReached)

@@ -144,18 +144,27 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     let lr = &train.lr;
     let schedule_end_steps = match lr.schedule {
         koma_train::Schedule::Constant => None,
+        // Over the run's budget: it ends with the run (below).
+        koma_train::Schedule::Cosine if lr.over_budget() => None,
         koma_train::Schedule::Cosine => Some(lr.warmup_steps + lr.decay_steps),
         koma_train::Schedule::Step => {
             Some(lr.warmup_steps + lr.milestones.iter().copied().max().unwrap_or(lr.step_size.max(1) * 3))
         }
     };
     let time_of_step = |step: u64| time_until(|t| step_at(t) >= step, 1.0);
-    let schedule_end_s = schedule_end_steps.map(time_of_step).transpose()?;
     let run_end_s = match (config.run.minutes > 0.0, config.run.steps > 0) {
         (true, true) => Some((config.run.minutes * 60.0).min(time_of_step(config.run.steps)?)),
         (true, false) => Some(config.run.minutes * 60.0),
         (false, true) => Some(time_of_step(config.run.steps)?),
         (false, false) => None,
+    };
+    let schedule_end_s = if lr.over_budget() { run_end_s } else { schedule_end_steps.map(time_of_step).transpose()? };
+    // The share of the budget spent at time t, for a schedule over it (the trainer's
+    // koma_train::budget::run_share, with the plan's clock).
+    let budget_spent = |t: f64, step: u64| {
+        let by_time = if config.run.minutes > 0.0 { t / (config.run.minutes * 60.0) } else { 0.0 };
+        let by_steps = if config.run.steps > 0 { step as f64 / config.run.steps as f64 } else { 0.0 };
+        by_time.max(by_steps).min(1.0)
     };
     let window_full_s =
         time_until(|t| window.of((samples_per_s * t) as usize) >= window.max, samples_per_s).ok().filter(|&t| t < 1e12);
@@ -172,7 +181,7 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
             window: window.of(samples as usize),
             trainer_step: step,
             samples_seen: seen,
-            learning_rate: if step == 0 { 0.0 } else { lr.at(step - 1) },
+            learning_rate: if step == 0 { 0.0 } else { lr.at(step - 1, budget_spent(t, step - 1)) },
             models: step / every,
             material_weight: train.loss.material_weight_at(seen as u64),
             disk_gb: samples * throughput.bytes_per_sample / 1e9,
@@ -223,6 +232,13 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
              this speed (shorten decay_steps / milestones, or run it on more devices)",
             end / 86400.0
         ));
+    }
+    if lr.over_budget() && run_end_s.is_none() {
+        warnings.push(
+            "decay_steps = 0 anneals the learning rate over the run's budget, and this config sets neither minutes \
+             nor steps: the pipeline starts it only with --minutes, --cpu-minutes or --steps"
+                .to_string(),
+        );
     }
     if let Some(end) = run_end_s.filter(|&t| t > 30.0 * 86400.0) {
         warnings.push(format!("the run ends after {:.0} days at this throughput", end / 86400.0));
@@ -323,6 +339,26 @@ mod tests {
         assert!((last.samples - samples_per_s * 1800.0).abs() < 1e-6);
         assert!(last.trainer_step > 0 && last.models == last.trainer_step / config.train.checkpoint_every);
         assert!(p.rows.windows(2).all(|w| w[0].hours < w[1].hours && w[0].trainer_step <= w[1].trainer_step));
+    }
+
+    /// `decay_steps = 0`: the cosine ends with the run's 30 minutes, half-way at 15, and a config
+    /// without a limit is warned of.
+    #[test]
+    fn a_cosine_over_the_budget_ends_with_the_run() {
+        let mut config = PipelineConfig::embedded_default();
+        config.train.lr.decay_steps = 0;
+        let lr = config.train.lr.clone();
+        let p = plan(&config, &throughput(900.0, 180.0), 1.0).unwrap();
+        let last = p.rows.last().unwrap();
+        assert!((last.hours - 0.5).abs() < 1e-9);
+        assert!((last.learning_rate - lr.base * lr.min_factor).abs() < 1e-12, "{last:?}");
+        let half = p.rows.iter().find(|r| (r.hours - 0.25).abs() < 1e-9).unwrap();
+        let mid = lr.base * (lr.min_factor + (1.0 - lr.min_factor) * 0.5);
+        assert!((half.learning_rate - mid).abs() < 1e-9, "{half:?}");
+        assert!(!p.warnings.iter().any(|w| w.contains("decay_steps")), "{:?}", p.warnings);
+        config.run.minutes = 0.0;
+        let p = plan(&config, &throughput(900.0, 180.0), 1.0).unwrap();
+        assert!(p.warnings.iter().any(|w| w.contains("decay_steps = 0")), "{:?}", p.warnings);
     }
 
     /// A schedule of a billion samples on one device's throughput is flagged, and the follow

@@ -1,7 +1,7 @@
 //! What a run costs the machine: process CPU time (the `[run] cpu_minutes` budget, and a child
 //! process's time for `koma experiment`) and the load average it ran under.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn rusage_seconds(who: libc::c_int) -> f64 {
     // SAFETY: getrusage only writes the struct it is given; a zeroed rusage is a valid value.
@@ -91,14 +91,84 @@ impl CpuBudget {
         process_cpu_seconds() - self.start
     }
 
+    /// The share of the limit used (1 and more once exhausted).
+    pub fn spent(&self) -> f64 {
+        self.used() / self.limit.max(1e-9)
+    }
+
     pub fn exhausted(&self) -> bool {
         self.used() >= self.limit
+    }
+}
+
+/// A run's time limits from the moment it starts: wall clock (`--minutes`) and process CPU time
+/// (`--cpu-minutes`), either or both. The pipeline stops on them, and the trainer anneals a
+/// learning rate over them ([`koma_train::BudgetClock`]).
+#[derive(Clone, Copy, Debug)]
+pub struct TimeBudget {
+    started: Instant,
+    wall: Option<Duration>,
+    cpu: Option<CpuBudget>,
+}
+
+impl TimeBudget {
+    /// Limits in minutes, 0 (or less) for none.
+    pub fn new(minutes: f64, cpu_minutes: f64) -> TimeBudget {
+        TimeBudget {
+            started: Instant::now(),
+            wall: (minutes > 0.0).then(|| Duration::from_secs_f64(minutes * 60.0)),
+            cpu: (cpu_minutes > 0.0).then(|| CpuBudget::new(Duration::from_secs_f64(cpu_minutes * 60.0))),
+        }
+    }
+
+    pub fn is_limited(&self) -> bool {
+        self.wall.is_some() || self.cpu.is_some()
+    }
+
+    pub fn wall_exhausted(&self) -> bool {
+        self.wall.is_some_and(|w| self.started.elapsed() >= w)
+    }
+
+    pub fn cpu_exhausted(&self) -> bool {
+        self.cpu.is_some_and(|c| c.exhausted())
+    }
+}
+
+impl koma_train::BudgetClock for TimeBudget {
+    fn spent(&self) -> f64 {
+        let wall = self.wall.map_or(0.0, |w| self.started.elapsed().as_secs_f64() / w.as_secs_f64().max(1e-9));
+        let cpu = self.cpu.map_or(0.0, |c| c.spent());
+        wall.max(cpu).min(1.0)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_time_budget_is_spent_by_its_nearest_limit() {
+        use koma_train::BudgetClock;
+        let none = TimeBudget::new(0.0, 0.0);
+        assert!(!none.is_limited() && !none.wall_exhausted() && !none.cpu_exhausted());
+        assert_eq!(none.spent(), 0.0);
+        // 60 ms of wall clock, an hour of CPU: the wall clock ends it.
+        let budget = TimeBudget::new(0.001, 60.0);
+        assert!(budget.is_limited() && !budget.wall_exhausted());
+        let early = budget.spent();
+        assert!((0.0..1.0).contains(&early), "{early}");
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(budget.wall_exhausted() && !budget.cpu_exhausted());
+        assert_eq!(budget.spent(), 1.0);
+        // CPU time alone: spinning spends it.
+        let cpu = TimeBudget::new(0.0, 0.0005);
+        let spin = Instant::now();
+        while !cpu.cpu_exhausted() && spin.elapsed() < Duration::from_secs(10) {
+            std::hint::black_box((0..1000u64).sum::<u64>());
+        }
+        assert!(cpu.cpu_exhausted() && !cpu.wall_exhausted());
+        assert_eq!(cpu.spent(), 1.0);
+    }
 
     #[test]
     fn stat_lines_parse_even_with_odd_command_names() {

@@ -192,7 +192,8 @@ pub enum Schedule {
     Constant,
     /// Multiply by `gamma` every `step_size` steps, or at each of `milestones` when given.
     Step,
-    /// Cosine from `base` down to `base · min_factor` over `decay_steps`, then flat.
+    /// Cosine from `base` down to `base · min_factor` over `decay_steps` (0: over the run's
+    /// budget), then flat.
     Cosine,
 }
 
@@ -216,7 +217,10 @@ pub struct LrConfig {
     pub milestones: Vec<u64>,
     /// `step` schedule: factor of each decay.
     pub gamma: f64,
-    /// `cosine` schedule: steps from `base` down to `base · min_factor`.
+    /// `cosine` schedule: steps from `base` down to `base · min_factor`. 0: over the run's
+    /// budget instead, whichever of its limits (`[run] minutes`, `cpu_minutes`, `steps`) ends it
+    /// first, so that a run anneals within its own budget on any machine (budgeted training: Li,
+    /// Yumer and Ramanan, ICLR 2020).
     pub decay_steps: u64,
     /// `cosine` schedule: the final learning rate as a share of `base`.
     pub min_factor: f64,
@@ -239,9 +243,17 @@ impl Default for LrConfig {
 }
 
 impl LrConfig {
+    /// Whether the schedule anneals over the run's budget (`cosine` with `decay_steps = 0`)
+    /// rather than over a step count.
+    pub fn over_budget(&self) -> bool {
+        self.schedule == Schedule::Cosine && self.decay_steps == 0
+    }
+
     /// The learning rate of the optimiser step that takes the model from step `step` to
-    /// `step + 1` (a pure function of the step: resuming needs no schedule state).
-    pub fn at(&self, step: u64) -> f64 {
+    /// `step + 1`: a pure function of the step and, for a schedule [over the
+    /// budget](Self::over_budget), of `budget_spent`, the share of the run's budget spent (0 to
+    /// 1; ignored by the other schedules). Resuming needs no schedule state beyond that share.
+    pub fn at(&self, step: u64, budget_spent: f64) -> f64 {
         if step < self.warmup_steps {
             let f = step as f64 / self.warmup_steps as f64;
             return self.base * (self.warmup_start + (1.0 - self.warmup_start) * f);
@@ -258,8 +270,11 @@ impl LrConfig {
                 self.base * self.gamma.powi(k.min(i32::MAX as u64) as i32)
             }
             Schedule::Cosine => {
-                let d = self.decay_steps.max(1);
-                let x = t.min(d) as f64 / d as f64;
+                let x = if self.over_budget() {
+                    budget_spent.clamp(0.0, 1.0)
+                } else {
+                    t.min(self.decay_steps) as f64 / self.decay_steps as f64
+                };
                 self.base * (self.min_factor + (1.0 - self.min_factor) * 0.5 * (1.0 + (std::f64::consts::PI * x).cos()))
             }
         }
@@ -663,26 +678,36 @@ mod tests {
     #[test]
     fn schedules() {
         let mut l = LrConfig { base: 1.0, warmup_steps: 10, warmup_start: 0.0, ..LrConfig::default() };
-        assert_eq!(l.at(0), 0.0);
-        assert!((l.at(5) - 0.5).abs() < 1e-12);
-        assert_eq!(l.at(10), 1.0);
-        assert_eq!(l.at(1_000_000), 1.0);
+        assert_eq!(l.at(0, 0.0), 0.0);
+        assert!((l.at(5, 0.0) - 0.5).abs() < 1e-12);
+        assert_eq!(l.at(10, 0.0), 1.0);
+        assert_eq!(l.at(1_000_000, 0.0), 1.0);
         l.schedule = Schedule::Step;
         l.step_size = 100;
         l.gamma = 0.5;
-        assert_eq!(l.at(109), 1.0);
-        assert_eq!(l.at(110), 0.5);
-        assert_eq!(l.at(310), 0.125);
+        assert_eq!(l.at(109, 0.0), 1.0);
+        assert_eq!(l.at(110, 0.0), 0.5);
+        assert_eq!(l.at(310, 0.0), 0.125);
         l.milestones = vec![50, 60];
-        assert_eq!(l.at(59), 1.0);
-        assert_eq!(l.at(60), 0.5);
-        assert_eq!(l.at(70), 0.25);
+        assert_eq!(l.at(59, 0.0), 1.0);
+        assert_eq!(l.at(60, 0.0), 0.5);
+        assert_eq!(l.at(70, 0.0), 0.25);
         l.schedule = Schedule::Cosine;
         l.decay_steps = 100;
         l.min_factor = 0.1;
-        assert!((l.at(10) - 1.0).abs() < 1e-12);
-        assert!((l.at(60) - 0.55).abs() < 1e-12);
-        assert!((l.at(110) - 0.1).abs() < 1e-12);
-        assert!((l.at(5000) - 0.1).abs() < 1e-12);
+        assert!((l.at(10, 0.0) - 1.0).abs() < 1e-12);
+        assert!((l.at(60, 0.0) - 0.55).abs() < 1e-12);
+        assert!((l.at(110, 0.0) - 0.1).abs() < 1e-12);
+        assert!((l.at(5000, 0.0) - 0.1).abs() < 1e-12);
+        // decay_steps = 0: over the run's budget, whatever the step; the warm-up still counts steps.
+        l.decay_steps = 0;
+        assert!(l.over_budget());
+        assert_eq!(l.at(5, 0.9), 0.5);
+        assert!((l.at(5000, 0.0) - 1.0).abs() < 1e-12);
+        assert!((l.at(10, 0.5) - 0.55).abs() < 1e-12);
+        assert!((l.at(11, 1.0) - 0.1).abs() < 1e-12);
+        assert!((l.at(12, 7.0) - 0.1).abs() < 1e-12);
+        l.schedule = Schedule::Step;
+        assert!(!l.over_budget());
     }
 }

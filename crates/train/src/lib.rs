@@ -7,6 +7,7 @@
 //! - [`scaler`]: dynamic loss scaling for f16.
 //! - [`trainer`]: [`Trainer`], one optimiser step at a time; its precision modes (f32 / f16
 //!   autocast / bf16), data-parallel replicas and saving/resuming in files of their own.
+//! - [`budget`]: the share of the run's budget spent, for a learning rate that anneals over it.
 //! - `averaging`: the moving average of the weights that checkpoints publish (`ema_samples`).
 //! - [`state`]: the full training state under `train/state/` for an exact `--resume`.
 //! - [`loader`]: the thread that samples the replay window ahead of the optimiser (and waits
@@ -20,6 +21,7 @@
 mod averaging;
 pub mod batch;
 pub mod bench;
+pub mod budget;
 pub mod config;
 mod error;
 pub mod lease;
@@ -34,6 +36,7 @@ pub mod synth;
 pub mod trainer;
 
 pub use batch::{ContinuationTargets, HostBatch};
+pub use budget::BudgetClock;
 pub use config::{
     FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig,
     WindowConfig,

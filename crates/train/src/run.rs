@@ -12,6 +12,7 @@ use koma_base::run_layout::RunLayout;
 use koma_tensorboard::ScalarLog;
 use serde::Serialize;
 
+use crate::budget::{self, BudgetClock};
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::lease::Lease;
@@ -98,6 +99,9 @@ pub struct TrainOptions {
     pub stop: Option<Arc<AtomicBool>>,
     /// Also write the metrics as TensorBoard events (`RUN/tensorboard/train/`).
     pub tensorboard: bool,
+    /// The caller's time limits, for a learning rate over the run's budget
+    /// ([`LrConfig::over_budget`](crate::LrConfig::over_budget)); `steps` is the other limit.
+    pub budget: Option<Arc<dyn BudgetClock>>,
     /// Allow f16/bf16 on the CPU (tests only).
     #[doc(hidden)]
     pub allow_cpu_half: bool,
@@ -114,6 +118,7 @@ impl TrainOptions {
             follow: false,
             stop: None,
             tensorboard: true,
+            budget: None,
             allow_cpu_half: false,
         }
     }
@@ -213,12 +218,21 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     if options.steps.is_none() && !options.follow {
         return Err(TrainError::Config("a step count (--steps) is required unless following (--follow)".into()));
     }
+    if options.config.lr.over_budget() && options.steps.is_none() && options.budget.is_none() {
+        return Err(TrainError::Config(
+            "lr: a cosine schedule with decay_steps = 0 anneals over the run's budget, and this run has none: \
+             give it a step limit (--steps, [run] steps) or a time limit ([run] minutes or cpu_minutes), or set \
+             decay_steps"
+                .into(),
+        ));
+    }
     let p = &options.paths;
     // One trainer per run, also across hosts sharing the directory (lease.rs).
     let lease = Lease::acquire(&p.run_dir)?;
     let (mut trainer, resumed) = prepare(options)?;
     let start_step = trainer.step();
     let start_samples = trainer.samples_seen();
+    let resumed_share = trainer.budget_spent();
     std::fs::create_dir_all(&p.models_dir).map_err(crate::error::io(&p.models_dir))?;
     let mut log = MetricsLog::open(&p.metrics, start_step)?;
     let config = trainer.config().clone();
@@ -302,6 +316,11 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
                 }
                 LoaderMsg::Batch(batch, w) => {
                     window = w;
+                    let share =
+                        budget::run_share(trainer.step(), options.steps, resumed_share, options.budget.as_deref());
+                    if let Some(share) = share {
+                        trainer.set_budget_spent(share);
+                    }
                     let stats = trainer.train_step(&batch)?;
                     summary.skipped_steps += stats.skipped as u64;
                     acc.add(&stats);

@@ -50,6 +50,10 @@ pub struct StateMeta {
     /// File name (in models/) of the last checkpoint written before this state was saved: the
     /// parent of the checkpoint of this state's step, which is published right after it.
     pub last_checkpoint: Option<String>,
+    /// The share of the run's budget spent at this step (a learning rate over the budget
+    /// resumes from it); 0 in states written before it was kept.
+    #[serde(default)]
+    pub budget_spent: f64,
     pub tensors_file: String,
     pub tensors_sha256: String,
     pub koma_version: String,

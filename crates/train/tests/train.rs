@@ -292,3 +292,86 @@ fn misuse_is_refused_clearly() {
     no_model.model = None;
     assert!(train(&no_model, &mut |_| {}).unwrap_err().to_string().contains("--model"));
 }
+
+/// A clock that reports a fixed share of the run's budget spent.
+#[derive(Debug)]
+struct SpentClock(f64);
+
+impl koma_train::BudgetClock for SpentClock {
+    fn spent(&self) -> f64 {
+        self.0
+    }
+}
+
+/// `decay_steps = 0`: the cosine anneals over the run's budget, the furthest of the step limit
+/// and the caller's clock; the state keeps the share, and a resume spends the rest of it.
+#[test]
+fn a_cosine_over_the_budget_follows_the_step_limit_and_the_clock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let shards = run.join("selfplay");
+    write_games(&shards, 8, 2, SynthPolicy::Random, 8, "sp");
+    let mut config = cpu_config();
+    config.batch_size = 8;
+    config.checkpoint_every = 100;
+    config.log_every = 5;
+    config.lr.base = 0.01;
+    config.lr.warmup_steps = 2;
+    config.lr.warmup_start = 0.5;
+    config.lr.schedule = koma_train::Schedule::Cosine;
+    config.lr.decay_steps = 0;
+    config.lr.min_factor = 0.1;
+    let lr = config.lr.clone();
+    let mut options = TrainOptions::new(
+        RunPaths::new(run.clone(), shards.clone()),
+        Some(ModelInit::Fresh(micro_model())),
+        Some(10),
+        config,
+    );
+    options.budget = Some(Arc::new(SpentClock(0.3)));
+    let mut rates = Vec::new();
+    train(&options, &mut |p| {
+        if let Progress::Step(s) = p {
+            rates.push(s.lr)
+        }
+    })
+    .unwrap();
+    // Step k (0-based) trains at the share max(k/10, 0.3), after the two warm-up steps.
+    let expected: Vec<f64> = (0..10u64).map(|k| lr.at(k, (k as f64 / 10.0).max(0.3))).collect();
+    assert_eq!(rates.len(), 10);
+    for (got, want) in rates.iter().zip(&expected) {
+        assert!((got - want).abs() < 1e-12, "{rates:?} vs {expected:?}");
+    }
+    assert_eq!(rates[0], 0.005);
+    assert!((rates[4] - lr.at(4, 0.4)).abs() < 1e-12 && rates[4] < 0.01 && rates[4] > 0.001, "{rates:?}");
+    assert!((rates[9] - lr.at(9, 0.9)).abs() < 1e-12 && rates[9] < 0.0015, "{rates:?}");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("train/state/state.json")).unwrap()).unwrap();
+    assert!((state["budget_spent"].as_f64().unwrap() - 0.9).abs() < 1e-12, "{state}");
+
+    // Resumed for 5 more steps with a fresh clock half spent: 0.9 + 0.1·0.5 = 0.95 of the run.
+    options.resume = ResumeMode::Required;
+    options.steps = None;
+    options.follow = true;
+    options.config.follow.min_window_samples = 1;
+    options.budget = Some(Arc::new(SpentClock(0.5)));
+    let stop = Arc::new(AtomicBool::new(false));
+    options.stop = Some(stop.clone());
+    let mut resumed = Vec::new();
+    train(&options, &mut |p| {
+        if let Progress::Step(s) = p {
+            resumed.push(s.lr);
+            if resumed.len() == 5 {
+                stop.store(true, Ordering::SeqCst);
+            }
+        }
+    })
+    .unwrap();
+    assert_eq!(resumed.len(), 5);
+    assert!(resumed.iter().all(|r| (r - lr.at(10, 0.95)).abs() < 1e-12), "{resumed:?}");
+
+    // Neither a step limit nor a clock: refused, naming the way out.
+    options.budget = None;
+    let err = train(&options, &mut |_| {}).unwrap_err().to_string();
+    assert!(err.contains("decay_steps = 0") && err.contains("--steps"), "{err}");
+}

@@ -22,7 +22,9 @@ pub struct Args {
     #[arg(long)]
     dir: PathBuf,
     /// A variant: NAME=CONFIG, a run config as `koma pipeline --config` takes it (or just CONFIG,
-    /// named after the file). Give two or more; they train in this order.
+    /// named after the file). Give two or more; they train in this order. With --resume, a name
+    /// the experiment lacks adds that variant (its runs train, then only their pairings play),
+    /// so a new idea can be screened against runs already trained.
     #[arg(long = "variant", value_name = "NAME=CONFIG")]
     variants: Vec<String>,
     /// An experiment file (TOML) with the variants and settings; flags given too replace its

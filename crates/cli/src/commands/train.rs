@@ -211,12 +211,12 @@ pub fn run(args: Args) -> Result<()> {
     };
     let summary = match &run {
         // The trainer's own errors as `koma train --data` reports them, without the stage's name.
-        Some(run) => {
-            koma_pipeline::stages::trainer::run(run, args.follow, stop.clone(), &mut progress).map_err(|e| match e {
+        Some(run) => koma_pipeline::stages::trainer::run(run, args.follow, None, stop.clone(), &mut progress).map_err(
+            |e| match e {
                 koma_pipeline::PipelineError::Train(e) => anyhow::Error::from(e),
                 other => anyhow::Error::from(other),
-            })
-        }
+            },
+        ),
         None => {
             let config = config(&args)?;
             let model = args.model.as_deref().map(ModelInit::parse).transpose()?;

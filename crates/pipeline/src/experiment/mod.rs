@@ -40,7 +40,7 @@ use crate::error::{io, PipelineError, Result};
 use crate::evaluation::MatchRunner;
 use crate::run_dir::RunDir;
 pub use report::ExperimentReport;
-pub use spec::{BudgetKind, ExperimentSpec, SpecOverrides, Variant};
+pub use spec::{BudgetKind, ExperimentSpec, SpecOverrides, Variant, VariantSpec};
 use state::ExperimentState;
 
 /// The files of an experiment directory.
@@ -297,10 +297,22 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
         restore_spec_copies(&dir, &stored)?;
         let (spec, variants) = if options.spec_file.is_some() || !options.overrides.is_empty() {
             let given = given_spec(options, Some(&stored))?;
+            // Variants the experiment lacks are added to it; those it has keep their place (and
+            // must have the same config). More replicates than it has grows it too; anything
+            // else that differs is another experiment.
+            let added: Vec<VariantSpec> =
+                given.variants.iter().filter(|v| !stored.variants.iter().any(|s| s.name == v.name)).cloned().collect();
+            let as_given = |s: &VariantSpec| given.variants.iter().find(|v| v.name == s.name).unwrap_or(s).clone();
+            let given = ExperimentSpec {
+                variants: stored.variants.iter().map(as_given).chain(added.iter().cloned()).collect(),
+                ..given
+            };
             let given_variants = given.load()?;
-            // More replicates than the experiment has grows it; anything else that differs is
-            // another experiment.
-            let grown = ExperimentSpec { replicates: given.replicates.max(stored.replicates), ..stored.clone() };
+            let grown = ExperimentSpec {
+                replicates: given.replicates.max(stored.replicates),
+                variants: stored.variants.iter().chain(&added).cloned().collect(),
+                ..stored.clone()
+            };
             let grown_variants = grown.load()?;
             let diffs = given.differences(&given_variants, &grown, &grown_variants);
             if !diffs.is_empty() {
@@ -309,21 +321,34 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
                     diffs.join("; ")
                 )));
             }
-            if grown.replicates > stored.replicates {
-                if stored.replicates == 1 {
+            if !added.is_empty() {
+                // The old runs keep their model 0: a new network shape would rename it.
+                let old_plan = model_zero_plan(&dir, &stored.load()?);
+                let new_plan = model_zero_plan(&dir, &grown_variants);
+                if old_plan.iter().any(|(path, _)| !new_plan.iter().any(|(p, _)| p == path)) {
                     return Err(refuse(format!(
-                        "--resume --replicates {}: this experiment trained one run per variant, named after the variant (runs/{}), not NAME.rK; start a new experiment with --replicates in another --dir",
-                        grown.replicates, stored.variants[0].name
+                        "--resume --variant {}: its [model] differs from every variant's here, and the experiment's model 0 was written for theirs; start a new experiment in another --dir",
+                        added[0].name
                     )));
                 }
+            }
+            if grown.replicates > stored.replicates && stored.replicates == 1 {
+                return Err(refuse(format!(
+                    "--resume --replicates {}: this experiment trained one run per variant, named after the variant (runs/{}), not NAME.rK; start a new experiment with --replicates in another --dir",
+                    grown.replicates, stored.variants[0].name
+                )));
+            }
+            if grown.replicates > stored.replicates || !added.is_empty() {
                 write_config_copies(&dir, &grown_variants)?;
                 // Last: from now on the experiment has the new runs.
                 koma_base::durable::write(&dir.spec_file(), grown.resolved_text().as_bytes())?;
+                let names: Vec<&str> = added.iter().map(|v| v.name.as_str()).collect();
                 tracing::info!(
-                    "{}: grows from {} to {} replicates per variant: the new runs train, then only their pairings play",
+                    "{}: grows from {} to {} replicates per variant{}: the new runs train, then only their pairings play",
                     dir.root.display(),
                     stored.replicates,
-                    grown.replicates
+                    grown.replicates,
+                    if names.is_empty() { String::new() } else { format!(", and by the variants {}", names.join(", ")) }
                 );
             }
             (grown, grown_variants)
@@ -505,8 +530,13 @@ mod tests {
         let ac = [arg("a", "a.toml"), arg("c", "c.toml")];
         let e = prepare(&options(&exp, &ac, false)).unwrap_err().to_string();
         assert!(e.contains("different experiment") && e.contains("variants"), "{e}");
+        // Adding c to it on --resume: refused, c's network has no model 0 here.
         let e = prepare(&options(&exp, &ac, true)).unwrap_err().to_string();
-        assert!(e.contains("other settings"), "{e}");
+        assert!(e.contains("--variant c") && e.contains("[model]") && e.contains("another --dir"), "{e}");
+        assert_eq!(ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap().variants.len(), 2);
+        // A variant it has, with another config: refused, naming it.
+        let e = prepare(&options(&exp, &[arg("b", "c.toml")], true)).unwrap_err().to_string();
+        assert!(e.contains("other settings") && e.contains("variant \"b\""), "{e}");
         // --resume alone reopens it from its own files, even if the user's config changed since.
         std::fs::write(tmp.path().join("b.toml"), "[selfplay]\nsimulations = 5\ncheap_simulations = 2\n").unwrap();
         let mut o = options(&exp, &[], true);
@@ -586,6 +616,20 @@ mod tests {
         let e = prepare(&other).unwrap_err().to_string();
         assert!(e.contains("games"), "{e}");
         assert_eq!(ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap().replicates, 3);
+        // --resume --variant c=… adds variant c with as many replicates; the rest is kept, and
+        // the experiment lists c from now on.
+        std::fs::write(tmp.path().join("c.toml"), "[model]\nblocks = 1\nchannels = 8\n[train]\nseed = 3\n").unwrap();
+        let c = [format!("c={}", tmp.path().join("c.toml").display())];
+        let added = prepare(&options(&exp, &c, true)).unwrap();
+        assert_eq!(names(&added), ["a.r1", "a.r2", "a.r3", "b.r1", "b.r2", "b.r3", "c.r1", "c.r2", "c.r3"]);
+        assert_eq!(added.variants[8].config.train.seed, 5);
+        assert_eq!(added.model_zero.len(), 1);
+        assert!(added.state.variants["a.r1"].finished);
+        assert_eq!(added.state.pairs_done("round robin: a.r1@32 vs a.r2@32"), 4);
+        assert!(exp.join("configs/c.toml").is_file() && exp.join("configs/c.r3.toml").is_file());
+        let stored = ExperimentSpec::from_file(&exp.join("experiment.toml")).unwrap();
+        assert_eq!(stored.variants.iter().map(|v| v.name.as_str()).collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(names(&prepare(&resume_alone()).unwrap()), names(&added));
         // One run per variant (runs/NAME) cannot become NAME.r1 …: refused.
         let single = tmp.path().join("single");
         let mut o = options(&single, &ab, false);

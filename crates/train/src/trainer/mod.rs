@@ -77,6 +77,9 @@ pub struct Trainer {
     parent: Option<String>,
     /// The average that checkpoints publish (`ema_samples` > 0).
     ema: Option<Ema>,
+    /// The share of the run's budget spent (0 to 1), for a learning rate that anneals over it
+    /// ([`crate::LrConfig::over_budget`]); kept in the training state for a resume.
+    budget_spent: f64,
 }
 
 /// Every variable of the network (weights and batch-norm statistics), sorted by name.
@@ -186,6 +189,7 @@ impl Trainer {
             rng,
             parent,
             ema,
+            budget_spent: 0.0,
         })
     }
 
@@ -250,7 +254,20 @@ impl Trainer {
 
     /// The learning rate of the next step.
     pub fn lr(&self) -> f64 {
-        self.config.lr.at(self.step)
+        self.config.lr.at(self.step, self.budget_spent)
+    }
+
+    /// The share of the run's budget spent (0 to 1) by the last [`Trainer::set_budget_spent`],
+    /// or as the resumed state left it.
+    pub fn budget_spent(&self) -> f64 {
+        self.budget_spent
+    }
+
+    /// Tells the trainer how much of the run's budget is spent, before a step: the learning rate
+    /// of a schedule over the budget follows it. It never goes back (a share measured low after
+    /// a resume keeps the rate where it was).
+    pub fn set_budget_spent(&mut self, spent: f64) {
+        self.budget_spent = self.budget_spent.max(spent.clamp(0.0, 1.0));
     }
 
     /// One optimiser step on `batch`.

@@ -87,6 +87,7 @@ impl Trainer {
         trainer.step = meta.step;
         trainer.samples_seen = meta.samples_seen;
         trainer.rng = meta.rng;
+        trainer.budget_spent = meta.budget_spent;
         if trainer.mode == Mode::F16 {
             trainer.scaler = Some(meta.loss_scaler.unwrap_or_else(|| LossScaler::new(&config.loss_scale)));
         }
@@ -166,6 +167,7 @@ impl Trainer {
             rng: self.rng.clone(),
             loss_scaler: self.scaler.clone(),
             last_checkpoint: self.parent.clone(),
+            budget_spent: self.budget_spent,
             tensors_file: String::new(),
             tensors_sha256: String::new(),
             koma_version: String::new(),

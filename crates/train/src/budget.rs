@@ -1,0 +1,49 @@
+//! The run's budget as the trainer sees it, for a learning rate that anneals over the run
+//! (`[train.lr] schedule = "cosine"` with `decay_steps = 0`): whatever the machine's speed, the
+//! rate reaches its floor as the run's limit ends it, where a step count tuned on one machine
+//! stops short (or runs past the end) on another.
+
+/// How much of this process's time budget is spent: the caller's wall-clock and CPU-time limits
+/// (the pipeline's `--minutes` and `--cpu-minutes`), counted from the process's start.
+pub trait BudgetClock: Send + Sync + std::fmt::Debug {
+    /// The share spent, 0 to 1 (1 once a limit is reached), of whichever limit is nearer its end.
+    fn spent(&self) -> f64;
+}
+
+/// The share of the whole run's budget spent at `step`: the furthest of the steps' share of
+/// `target` (the run's step limit, counting the steps of earlier processes) and the clock's
+/// share of what was left when this process started (`resumed_at`, the share the training
+/// state recorded). None without either limit.
+pub fn run_share(step: u64, target: Option<u64>, resumed_at: f64, clock: Option<&dyn BudgetClock>) -> Option<f64> {
+    let by_steps = target.map(|t| step as f64 / t.max(1) as f64);
+    let by_clock = clock.map(|c| resumed_at + (1.0 - resumed_at) * c.spent().clamp(0.0, 1.0));
+    match (by_steps, by_clock) {
+        (Some(a), Some(b)) => Some(a.max(b).min(1.0)),
+        (a, b) => a.or(b).map(|s| s.min(1.0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Fixed(f64);
+    impl BudgetClock for Fixed {
+        fn spent(&self) -> f64 {
+            self.0
+        }
+    }
+
+    #[test]
+    fn the_share_is_the_furthest_limit_and_a_resume_spends_what_was_left() {
+        assert_eq!(run_share(10, None, 0.0, None), None);
+        assert_eq!(run_share(25, Some(100), 0.0, None), Some(0.25));
+        assert_eq!(run_share(25, Some(100), 0.0, Some(&Fixed(0.5))), Some(0.5));
+        assert_eq!(run_share(75, Some(100), 0.0, Some(&Fixed(0.5))), Some(0.75));
+        // Resumed at 0.4 of the run: half of the new limit spent is 0.7 of the whole.
+        assert!((run_share(0, None, 0.4, Some(&Fixed(0.5))).unwrap() - 0.7).abs() < 1e-12);
+        assert_eq!(run_share(0, None, 0.4, Some(&Fixed(3.0))), Some(1.0));
+        assert_eq!(run_share(500, Some(100), 0.0, None), Some(1.0));
+    }
+}
