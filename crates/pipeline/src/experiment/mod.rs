@@ -342,13 +342,18 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
                 write_config_copies(&dir, &grown_variants)?;
                 // Last: from now on the experiment has the new runs.
                 koma_base::durable::write(&dir.spec_file(), grown.resolved_text().as_bytes())?;
-                let names: Vec<&str> = added.iter().map(|v| v.name.as_str()).collect();
+                let mut growth = Vec::new();
+                if grown.replicates > stored.replicates {
+                    growth.push(format!("from {} to {} replicates per variant", stored.replicates, grown.replicates));
+                }
+                if !added.is_empty() {
+                    let names: Vec<&str> = added.iter().map(|v| v.name.as_str()).collect();
+                    growth.push(format!("by the variant(s) {}", names.join(", ")));
+                }
                 tracing::info!(
-                    "{}: grows from {} to {} replicates per variant{}: the new runs train, then only their pairings play",
+                    "{}: grows {}: the new runs train, then only their pairings play",
                     dir.root.display(),
-                    stored.replicates,
-                    grown.replicates,
-                    if names.is_empty() { String::new() } else { format!(", and by the variants {}", names.join(", ")) }
+                    growth.join(" and ")
                 );
             }
             (grown, grown_variants)
