@@ -47,6 +47,9 @@ pub struct PipelineOptions {
     pub stop: Arc<AtomicBool>,
     /// Play the end-of-run arena report.
     pub report: bool,
+    /// Only create the run (`koma pipeline --prepare`): its stages run as other processes, which
+    /// check their own limits.
+    pub prepare_only: bool,
 }
 
 /// A run ready to start: its directory, its config and model 0 in place.
@@ -89,6 +92,24 @@ pub struct PipelineSummary {
     pub report_seconds: f64,
 }
 
+/// A learning rate over the run's budget needs a budget: refused, before anything is written,
+/// when neither the config nor the command line limits the run.
+fn check_budget(config: &PipelineConfig, origin: &str, options: &PipelineOptions) -> Result<()> {
+    let limited = options.minutes.unwrap_or(config.run.minutes) > 0.0
+        || options.cpu_minutes.unwrap_or(config.run.cpu_minutes) > 0.0
+        || options.steps.unwrap_or(config.run.steps) > 0;
+    if config.train.lr.over_budget() && !limited && !options.prepare_only {
+        return Err(PipelineError::Config {
+            origin: origin.to_string(),
+            message: "[train.lr] decay_steps = 0 anneals the learning rate over the run's budget, and this run has \
+                      none: give it minutes, cpu_minutes or steps ([run] or --minutes, --cpu-minutes, --steps), or \
+                      set decay_steps"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// Creates or reopens the run directory, settles its config and writes model 0 if missing.
 pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
     let dir = RunDir::new(&options.run_dir);
@@ -103,13 +124,16 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
             Some(path) => {
                 let (text, origin) = ConfigSource::File(path.clone()).read()?;
                 let config = PipelineConfig::parse(&text, &origin)?;
+                check_budget(&config, &origin, options)?;
                 let replaced = dir.replace_config(&text)?;
                 (config, origin, replaced)
             }
             None => {
                 let text = dir.read_config()?;
                 let origin = dir.config_file().display().to_string();
-                (PipelineConfig::parse(&text, &origin)?, origin, None)
+                let config = PipelineConfig::parse(&text, &origin)?;
+                check_budget(&config, &origin, options)?;
+                (config, origin, None)
             }
         }
     } else {
@@ -117,6 +141,7 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         let (text, origin) = source.read()?;
         // Validate before anything is created on disk.
         let config = PipelineConfig::parse(&text, &origin)?;
+        check_budget(&config, &origin, options)?;
         dir.create(&text)?;
         (config, origin, None)
     };
@@ -139,15 +164,6 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let cpu_minutes = options.cpu_minutes.unwrap_or(config.run.cpu_minutes);
     // Process CPU time from here on: the stages' threads, not what ran before `run`.
     let budget = Arc::new(TimeBudget::new(minutes, cpu_minutes));
-    if config.train.lr.over_budget() && !budget.is_limited() && config.run.steps == 0 {
-        return Err(PipelineError::Config {
-            origin: stages_run.config_origin.clone(),
-            message: "[train.lr] decay_steps = 0 anneals the learning rate over the run's budget, and this run has \
-                      none: give it minutes, cpu_minutes or steps ([run] or --minutes, --cpu-minutes, --steps), or \
-                      set decay_steps"
-                .into(),
-        });
-    }
     let model_zero = &prepared.model_zero;
     if config.gating.enabled {
         if !run.has_current() {
@@ -332,6 +348,42 @@ mod tests {
 
     fn failed(stage: &'static str, message: &str) -> PipelineError {
         PipelineError::Stage { stage, message: message.into() }
+    }
+
+    /// `decay_steps = 0` without any limit: refused before the run directory exists; any limit,
+    /// from the config or the command line, or `--prepare`, lets it through.
+    #[test]
+    fn a_schedule_over_the_budget_needs_a_budget_before_anything_is_written() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("c.toml");
+        std::fs::write(&config, "[run]\nminutes = 0\n[model]\nblocks = 1\nchannels = 8\n[train.lr]\nschedule = \"cosine\"\ndecay_steps = 0\n").unwrap();
+        let options = |run: &str| PipelineOptions {
+            run_dir: tmp.path().join(run),
+            config: Some(config.clone()),
+            resume: false,
+            minutes: None,
+            cpu_minutes: None,
+            steps: None,
+            device: Some("cpu".into()),
+            model_zero: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            report: false,
+            prepare_only: false,
+        };
+        let e = prepare(&options("none")).unwrap_err().to_string();
+        assert!(e.contains("decay_steps = 0") && e.contains("--minutes") && e.contains("c.toml"), "{e}");
+        assert!(!tmp.path().join("none").exists());
+        for (run, o) in [
+            ("minutes", PipelineOptions { minutes: Some(1.0), ..options("minutes") }),
+            ("cpu", PipelineOptions { cpu_minutes: Some(1.0), ..options("cpu") }),
+            ("steps", PipelineOptions { steps: Some(10), ..options("steps") }),
+            ("prepared", PipelineOptions { prepare_only: true, ..options("prepared") }),
+        ] {
+            prepare(&o).unwrap_or_else(|e| panic!("{run}: {e}"));
+        }
+        // Resumed without a limit: refused too (the run's own config is read).
+        let e = prepare(&PipelineOptions { resume: true, config: None, ..options("prepared") }).unwrap_err();
+        assert!(e.to_string().contains("decay_steps = 0"), "{e}");
     }
 
     #[test]

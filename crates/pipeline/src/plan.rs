@@ -234,11 +234,15 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
         ));
     }
     if lr.over_budget() && run_end_s.is_none() {
-        warnings.push(
+        warnings.push(if config.run.cpu_minutes > 0.0 {
+            "decay_steps = 0 anneals the learning rate over the run's cpu_minutes, which this plan cannot time: \
+             the learning rates shown stay at base"
+                .to_string()
+        } else {
             "decay_steps = 0 anneals the learning rate over the run's budget, and this config sets neither minutes \
              nor steps: the pipeline starts it only with --minutes, --cpu-minutes or --steps"
-                .to_string(),
-        );
+                .to_string()
+        });
     }
     if let Some(end) = run_end_s.filter(|&t| t > 30.0 * 86400.0) {
         warnings.push(format!("the run ends after {:.0} days at this throughput", end / 86400.0));
@@ -358,7 +362,10 @@ mod tests {
         assert!(!p.warnings.iter().any(|w| w.contains("decay_steps")), "{:?}", p.warnings);
         config.run.minutes = 0.0;
         let p = plan(&config, &throughput(900.0, 180.0), 1.0).unwrap();
-        assert!(p.warnings.iter().any(|w| w.contains("decay_steps = 0")), "{:?}", p.warnings);
+        assert!(p.warnings.iter().any(|w| w.contains("neither minutes nor steps")), "{:?}", p.warnings);
+        config.run.cpu_minutes = 60.0;
+        let p = plan(&config, &throughput(900.0, 180.0), 1.0).unwrap();
+        assert!(p.warnings.iter().any(|w| w.contains("cannot time")), "{:?}", p.warnings);
     }
 
     /// A schedule of a billion samples on one device's throughput is flagged, and the follow

@@ -152,12 +152,12 @@ mod tests {
         let none = TimeBudget::new(0.0, 0.0);
         assert!(!none.is_limited() && !none.wall_exhausted() && !none.cpu_exhausted());
         assert_eq!(none.spent(), 0.0);
-        // 60 ms of wall clock, an hour of CPU: the wall clock ends it.
-        let budget = TimeBudget::new(0.001, 60.0);
+        // 3 s of wall clock, an hour of CPU: the wall clock ends it.
+        let budget = TimeBudget::new(0.05, 60.0);
         assert!(budget.is_limited() && !budget.wall_exhausted());
         let early = budget.spent();
         assert!((0.0..1.0).contains(&early), "{early}");
-        std::thread::sleep(Duration::from_millis(80));
+        std::thread::sleep(Duration::from_millis(3100));
         assert!(budget.wall_exhausted() && !budget.cpu_exhausted());
         assert_eq!(budget.spent(), 1.0);
         // CPU time alone: spinning spends it.

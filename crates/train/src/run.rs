@@ -220,9 +220,9 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     }
     if options.config.lr.over_budget() && options.steps.is_none() && options.budget.is_none() {
         return Err(TrainError::Config(
-            "lr: a cosine schedule with decay_steps = 0 anneals over the run's budget, and this run has none: \
-             give it a step limit (--steps, [run] steps) or a time limit ([run] minutes or cpu_minutes), or set \
-             decay_steps"
+            "lr: a cosine schedule with decay_steps = 0 anneals over the run's budget, and this trainer has \
+             none: give it --steps (`koma train` has no clock; `koma pipeline` also takes --minutes and \
+             --cpu-minutes), or set decay_steps"
                 .into(),
         ));
     }

@@ -402,6 +402,7 @@ pub fn run(args: Args) -> Result<()> {
         model_zero: args.model_zero.clone(),
         stop,
         report: !args.no_report,
+        prepare_only: args.prepare,
     };
     // The log opens first, so that it also holds how the run was set up (model 0, a refused
     // config).

@@ -339,6 +339,15 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
                 )));
             }
             if grown.replicates > stored.replicates || !added.is_empty() {
+                // An added variant has not trained yet: copies an interrupted addition left are
+                // replaced by the config given now.
+                for v in grown_variants.iter().filter(|v| added.iter().any(|a| a.name == v.family)) {
+                    for copy in [dir.config_copy(&v.name), dir.config_copy(&v.family)] {
+                        if copy.is_file() {
+                            std::fs::remove_file(&copy).map_err(io(&copy))?;
+                        }
+                    }
+                }
                 write_config_copies(&dir, &grown_variants)?;
                 // Last: from now on the experiment has the new runs.
                 koma_base::durable::write(&dir.spec_file(), grown.resolved_text().as_bytes())?;
@@ -625,7 +634,10 @@ mod tests {
         // the experiment lists c from now on.
         std::fs::write(tmp.path().join("c.toml"), "[model]\nblocks = 1\nchannels = 8\n[train]\nseed = 3\n").unwrap();
         let c = [format!("c={}", tmp.path().join("c.toml").display())];
+        // A copy an interrupted addition left behind is replaced.
+        std::fs::write(exp.join("configs/c.r1.toml"), "# stale\n").unwrap();
         let added = prepare(&options(&exp, &c, true)).unwrap();
+        assert!(std::fs::read_to_string(exp.join("configs/c.r1.toml")).unwrap().contains("seed = 3"));
         assert_eq!(names(&added), ["a.r1", "a.r2", "a.r3", "b.r1", "b.r2", "b.r3", "c.r1", "c.r2", "c.r3"]);
         assert_eq!(added.variants[8].config.train.seed, 5);
         assert_eq!(added.model_zero.len(), 1);

@@ -412,6 +412,13 @@ fn check_name(name: &str) -> Result<()> {
     if !ok_chars {
         return Err(bad("variants", format!("{name:?} is not a usable variant name (letters, digits, '-', '_', '.')")));
     }
+    // NAME.rK names replicate K's run and config copy: a variant of that name would share them.
+    if name.rsplit_once(".r").is_some_and(|(_, k)| !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit())) {
+        return Err(bad(
+            "variants",
+            format!("{name:?} ends like a replicate's run name (NAME.rK, which --replicates uses); choose another variant name"),
+        ));
+    }
     if RESERVED.contains(&name) {
         return Err(bad(
             "variants",
@@ -525,6 +532,8 @@ mod tests {
         let e = err(spec(&[&a_arg, &format!("y={}", b.display())], 1.0));
         assert!(e.contains("variant \"y\"") && e.contains("simulatons"), "{e}");
         assert!(err(spec(&[&a_arg, &format!("greedy={}", a.display())], 1.0)).contains("greedy"));
+        assert!(err(spec(&[&a_arg, &format!("a.r2={}", a.display())], 1.0)).contains("replicate"));
+        spec(&[&a_arg, &format!("a.r2b={}", a.display())], 1.0).load().unwrap();
         assert!(err(spec(&[&a_arg, &format!("a/b={}", a.display())], 1.0)).contains("variant name"));
         assert!(err(spec(&[&a_arg, &format!("y={}", a.display())], 0.0)).contains("no budget"));
         // A bare path is named after its stem.
