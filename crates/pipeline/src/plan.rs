@@ -159,12 +159,12 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
         (false, false) => None,
     };
     let schedule_end_s = if lr.over_budget() { run_end_s } else { schedule_end_steps.map(time_of_step).transpose()? };
-    // The share of the budget spent at time t, for a schedule over it (the trainer's
-    // koma_train::budget::run_share, with the plan's clock).
+    // The share of the budget spent at time t, for a schedule over it: the trainer's, with the
+    // plan's clock.
     let budget_spent = |t: f64, step: u64| {
-        let by_time = if config.run.minutes > 0.0 { t / (config.run.minutes * 60.0) } else { 0.0 };
-        let by_steps = if config.run.steps > 0 { step as f64 / config.run.steps as f64 } else { 0.0 };
-        by_time.max(by_steps).min(1.0)
+        let by_time = (config.run.minutes > 0.0).then(|| t / (config.run.minutes * 60.0));
+        koma_train::budget::run_share(step, (config.run.steps > 0).then_some(config.run.steps), 0.0, by_time)
+            .unwrap_or(0.0)
     };
     let window_full_s =
         time_until(|t| window.of((samples_per_s * t) as usize) >= window.max, samples_per_s).ok().filter(|&t| t < 1e12);

@@ -11,12 +11,12 @@ pub trait BudgetClock: Send + Sync + std::fmt::Debug {
 }
 
 /// The share of the whole run's budget spent at `step`: the furthest of the steps' share of
-/// `target` (the run's step limit, counting the steps of earlier processes) and the clock's
-/// share of what was left when this process started (`resumed_at`, the share the training
-/// state recorded). None without either limit.
-pub fn run_share(step: u64, target: Option<u64>, resumed_at: f64, clock: Option<&dyn BudgetClock>) -> Option<f64> {
+/// `target` (the run's step limit, counting the steps of earlier processes) and `clock_spent`,
+/// a clock's share ([`BudgetClock::spent`]) of what was left when this process started
+/// (`resumed_at`, the share the training state recorded). None without either limit.
+pub fn run_share(step: u64, target: Option<u64>, resumed_at: f64, clock_spent: Option<f64>) -> Option<f64> {
     let by_steps = target.map(|t| step as f64 / t.max(1) as f64);
-    let by_clock = clock.map(|c| resumed_at + (1.0 - resumed_at) * c.spent().clamp(0.0, 1.0));
+    let by_clock = clock_spent.map(|c| resumed_at + (1.0 - resumed_at) * c.clamp(0.0, 1.0));
     match (by_steps, by_clock) {
         (Some(a), Some(b)) => Some(a.max(b).min(1.0)),
         (a, b) => a.or(b).map(|s| s.min(1.0)),
@@ -27,23 +27,15 @@ pub fn run_share(step: u64, target: Option<u64>, resumed_at: f64, clock: Option<
 mod tests {
     use super::*;
 
-    #[derive(Debug)]
-    struct Fixed(f64);
-    impl BudgetClock for Fixed {
-        fn spent(&self) -> f64 {
-            self.0
-        }
-    }
-
     #[test]
     fn the_share_is_the_furthest_limit_and_a_resume_spends_what_was_left() {
         assert_eq!(run_share(10, None, 0.0, None), None);
         assert_eq!(run_share(25, Some(100), 0.0, None), Some(0.25));
-        assert_eq!(run_share(25, Some(100), 0.0, Some(&Fixed(0.5))), Some(0.5));
-        assert_eq!(run_share(75, Some(100), 0.0, Some(&Fixed(0.5))), Some(0.75));
+        assert_eq!(run_share(25, Some(100), 0.0, Some(0.5)), Some(0.5));
+        assert_eq!(run_share(75, Some(100), 0.0, Some(0.5)), Some(0.75));
         // Resumed at 0.4 of the run: half of the new limit spent is 0.7 of the whole.
-        assert!((run_share(0, None, 0.4, Some(&Fixed(0.5))).unwrap() - 0.7).abs() < 1e-12);
-        assert_eq!(run_share(0, None, 0.4, Some(&Fixed(3.0))), Some(1.0));
+        assert!((run_share(0, None, 0.4, Some(0.5)).unwrap() - 0.7).abs() < 1e-12);
+        assert_eq!(run_share(0, None, 0.4, Some(3.0)), Some(1.0));
         assert_eq!(run_share(500, Some(100), 0.0, None), Some(1.0));
     }
 }

@@ -316,8 +316,12 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
                 }
                 LoaderMsg::Batch(batch, w) => {
                     window = w;
-                    let share =
-                        budget::run_share(trainer.step(), options.steps, resumed_share, options.budget.as_deref());
+                    let share = budget::run_share(
+                        trainer.step(),
+                        options.steps,
+                        resumed_share,
+                        options.budget.as_ref().map(|c| c.spent()),
+                    );
                     if let Some(share) = share {
                         trainer.set_budget_spent(share);
                     }

@@ -321,9 +321,11 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
                     diffs.join("; ")
                 )));
             }
+            let is_added = |v: &Variant| added.iter().any(|a| a.name == v.family);
             if !added.is_empty() {
                 // The old runs keep their model 0: a new network shape would rename it.
-                let old_plan = model_zero_plan(&dir, &stored.load()?);
+                let old: Vec<Variant> = grown_variants.iter().filter(|v| !is_added(v)).cloned().collect();
+                let old_plan = model_zero_plan(&dir, &old);
                 let new_plan = model_zero_plan(&dir, &grown_variants);
                 if old_plan.iter().any(|(path, _)| !new_plan.iter().any(|(p, _)| p == path)) {
                     return Err(refuse(format!(
@@ -341,7 +343,7 @@ pub fn prepare(options: &ExperimentOptions) -> Result<Prepared> {
             if grown.replicates > stored.replicates || !added.is_empty() {
                 // An added variant has not trained yet: copies an interrupted addition left are
                 // replaced by the config given now.
-                for v in grown_variants.iter().filter(|v| added.iter().any(|a| a.name == v.family)) {
+                for v in grown_variants.iter().filter(|v| is_added(v)) {
                     for copy in [dir.config_copy(&v.name), dir.config_copy(&v.family)] {
                         if copy.is_file() {
                             std::fs::remove_file(&copy).map_err(io(&copy))?;
