@@ -52,6 +52,14 @@ pub struct PipelineOptions {
     pub prepare_only: bool,
 }
 
+impl PipelineOptions {
+    /// The run's time limits in minutes, wall clock and CPU (0: none): these options' overrides,
+    /// else `config`'s `[run]`.
+    pub fn time_limits(&self, config: &PipelineConfig) -> (f64, f64) {
+        (self.minutes.unwrap_or(config.run.minutes), self.cpu_minutes.unwrap_or(config.run.cpu_minutes))
+    }
+}
+
 /// A run ready to start: its directory, its config and model 0 in place.
 #[derive(Clone, Debug)]
 pub struct Prepared {
@@ -95,9 +103,8 @@ pub struct PipelineSummary {
 /// A learning rate over the run's budget needs a budget: refused, before anything is written,
 /// when neither the config nor the command line limits the run.
 fn check_budget(config: &PipelineConfig, origin: &str, options: &PipelineOptions) -> Result<()> {
-    let limited = options.minutes.unwrap_or(config.run.minutes) > 0.0
-        || options.cpu_minutes.unwrap_or(config.run.cpu_minutes) > 0.0
-        || options.steps.unwrap_or(config.run.steps) > 0;
+    let (minutes, cpu_minutes) = options.time_limits(config);
+    let limited = minutes > 0.0 || cpu_minutes > 0.0 || options.steps.unwrap_or(config.run.steps) > 0;
     if config.train.lr.over_budget() && !limited && !options.prepare_only {
         return Err(PipelineError::Config {
             origin: origin.to_string(),
@@ -160,8 +167,7 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let stages_run = &prepared.run;
     let (run, config) = (&stages_run.dir, &stages_run.config);
     stages_run.set_threads();
-    let minutes = options.minutes.unwrap_or(config.run.minutes);
-    let cpu_minutes = options.cpu_minutes.unwrap_or(config.run.cpu_minutes);
+    let (minutes, cpu_minutes) = options.time_limits(config);
     // Process CPU time from here on: the stages' threads, not what ran before `run`.
     let budget = Arc::new(TimeBudget::new(minutes, cpu_minutes));
     let model_zero = &prepared.model_zero;

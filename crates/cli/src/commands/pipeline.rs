@@ -428,8 +428,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let limit = options.minutes.unwrap_or(prepared.run.config.run.minutes);
-    let cpu_limit = options.cpu_minutes.unwrap_or(prepared.run.config.run.cpu_minutes);
+    let (limit, cpu_limit) = options.time_limits(&prepared.run.config);
     let mut status =
         Status::new(&prepared.run.dir.root, (limit > 0.0).then_some(limit), (cpu_limit > 0.0).then_some(cpu_limit));
     logging::quiet_stderr(!status.plain);
