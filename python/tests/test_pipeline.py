@@ -292,3 +292,21 @@ def test_two_hosts_feed_one_trainer_and_a_second_trainer_is_refused(koma_bin, tm
     assert trainer.returncode == 0
     # The lease is released when the trainer ends.
     assert not os.path.exists(os.path.join(run, "trainer.lease"))
+
+
+def test_a_trainer_without_a_budget_refuses_a_schedule_over_the_budget_before_writing(koma_bin, tmp_path):
+    """`koma train --run DIR` has no clock: without --steps a cosine over the run's budget
+    (`decay_steps = 0`) is refused before the process writes model 0 or starts anything (it
+    wrote model 0, then refused)."""
+    config = tmp_path / "over-budget.toml"
+    config.write_text(CONFIG + '\n[train.lr]\nschedule = "cosine"\ndecay_steps = 0\n')
+    run = str(tmp_path / "run")
+    made = subprocess.run([koma_bin, "pipeline", "--config", str(config), "--run", run, "--prepare", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr[-3000:]
+    for f in os.listdir(os.path.join(run, "models")):
+        os.remove(os.path.join(run, "models", f))
+    refused = subprocess.run([koma_bin, "train", "--run", run, "--follow"], capture_output=True, text=True, timeout=120)
+    assert refused.returncode != 0
+    assert "decay_steps = 0" in refused.stderr and "--steps" in refused.stderr, refused.stderr[-3000:]
+    assert models(run) == [], "model 0 was written before the refusal"

@@ -249,6 +249,21 @@ impl LrConfig {
         self.schedule == Schedule::Cosine && self.decay_steps == 0
     }
 
+    /// Refuses a schedule [over the budget](Self::over_budget) for a trainer with no budget:
+    /// neither a step limit nor a clock (`koma pipeline`'s minutes). Called before anything is
+    /// written, by the trainer and by `koma train --run` before it writes model 0.
+    pub fn check_bounded(&self, steps: Option<u64>, has_clock: bool) -> Result<()> {
+        if self.over_budget() && steps.is_none() && !has_clock {
+            return Err(TrainError::Config(
+                "lr: a cosine schedule with decay_steps = 0 anneals over the run's budget, and this trainer has \
+                 none: give it --steps (`koma train` has no clock; `koma pipeline` also takes --minutes and \
+                 --cpu-minutes), or set decay_steps"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The learning rate of the optimiser step that takes the model from step `step` to
     /// `step + 1`: a pure function of the step and, for a schedule [over the
     /// budget](Self::over_budget), of `budget_spent`, the share of the run's budget spent (0 to

@@ -218,14 +218,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
     if options.steps.is_none() && !options.follow {
         return Err(TrainError::Config("a step count (--steps) is required unless following (--follow)".into()));
     }
-    if options.config.lr.over_budget() && options.steps.is_none() && options.budget.is_none() {
-        return Err(TrainError::Config(
-            "lr: a cosine schedule with decay_steps = 0 anneals over the run's budget, and this trainer has \
-             none: give it --steps (`koma train` has no clock; `koma pipeline` also takes --minutes and \
-             --cpu-minutes), or set decay_steps"
-                .into(),
-        ));
-    }
+    options.config.lr.check_bounded(options.steps, options.budget.is_some())?;
     let p = &options.paths;
     // One trainer per run, also across hosts sharing the directory (lease.rs).
     let lease = Lease::acquire(&p.run_dir)?;

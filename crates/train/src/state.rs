@@ -28,7 +28,9 @@ use crate::error::{io, Result, TrainError};
 use crate::scaler::LossScaler;
 
 pub const STATE_FORMAT: &str = "koma-train-state";
-pub const STATE_FORMAT_VERSION: u32 = 1;
+/// 2 added `budget_spent`; a version 1 state reads with it at 0, and a koma that reads only
+/// version 1 names the version it cannot read rather than an unknown field.
+pub const STATE_FORMAT_VERSION: u32 = 2;
 pub const STATE_FILE: &str = "state.json";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -173,10 +175,10 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
         ));
     }
     let version = value.get("format_version").and_then(|v| v.as_u64());
-    if version != Some(STATE_FORMAT_VERSION as u64) {
+    if !version.is_some_and(|v| (1..=STATE_FORMAT_VERSION as u64).contains(&v)) {
         return Err(corrupt(
             &path,
-            format!("`format_version` is {version:?}, this koma reads {STATE_FORMAT_VERSION}"),
+            format!("`format_version` is {version:?}, this koma reads 1 to {STATE_FORMAT_VERSION}"),
             models_dir,
         ));
     }

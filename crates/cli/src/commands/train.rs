@@ -128,7 +128,11 @@ fn open_run(args: &Args, dir: &std::path::Path) -> Result<Run> {
         run.config.run.threads = threads;
     }
     apply_training_overrides(args, &mut run.config.train);
-    run.config.train_config().validate()?;
+    let train_config = run.config.train_config();
+    train_config.validate()?;
+    // Refused before model 0 is written (the trainer would refuse it after).
+    let steps = run.config.run.steps;
+    train_config.lr.check_bounded((steps > 0).then_some(steps), false)?;
     // Model 0 before the gatekeeper starts: it makes model 0 the self-play model.
     run.model_zero()?;
     Ok(run)
