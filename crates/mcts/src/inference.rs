@@ -236,11 +236,18 @@ fn serve(
     stats: &InferenceStats,
     failure: &Failure,
 ) -> Result<(), EvalError> {
-    while let Ok(first) = receiver.recv() {
+    // A request that would have taken a batch past `max_batch` opens the next one: batches stay
+    // within the size their buffers (and an accelerator's padded shapes) are made for.
+    let mut held: Option<Request> = None;
+    while let Some(first) = held.take().or_else(|| receiver.recv().ok()) {
         let mut requests = vec![first];
         let mut size = requests[0].positions.len();
         while size < max_batch {
             match receiver.try_recv() {
+                Ok(r) if size + r.positions.len() > max_batch => {
+                    held = Some(r);
+                    break;
+                }
                 Ok(r) => {
                     size += r.positions.len();
                     requests.push(r);

@@ -170,3 +170,37 @@ fn a_request_abandoned_before_its_batch_starts_is_never_evaluated() {
     assert_eq!(next.join().unwrap().unwrap(), 1);
     assert_eq!(server.stats().positions.load(Ordering::Relaxed), 2);
 }
+
+/// Records the largest batch it was given; slow enough that requests queue up.
+#[derive(Default)]
+struct LargestBatch(std::sync::atomic::AtomicUsize);
+
+impl Evaluator for LargestBatch {
+    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        self.0.fetch_max(positions.len(), Ordering::Relaxed);
+        std::thread::sleep(Duration::from_millis(20));
+        Ok(positions
+            .iter()
+            .map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] })
+            .collect())
+    }
+}
+
+#[test]
+fn a_request_that_would_overfill_a_batch_opens_the_next_one() {
+    let largest = Arc::new(LargestBatch::default());
+    let server = InferenceServer::spawn(EvaluatorSlot::new(largest.clone(), "largest"), 8);
+    let client = server.client();
+    let mut pos = Position::startpos();
+    pos.do_move(pos.legal_moves()[0]);
+    // Twelve requests of 3 queue behind the first: batches of 8 would take 2 whole requests and
+    // part of a third; they take 2 (6 positions), and the third opens the next batch.
+    let pending: Vec<_> = (0..12).map(|_| client.submit(vec![pos.clone(); 3])).collect();
+    for p in pending {
+        let answers = client.receive(p).unwrap();
+        assert_eq!(answers.len(), 3);
+        assert!(answers.iter().all(|e| e.wdl[0] == pos.move_number() as f32));
+    }
+    assert!(largest.0.load(Ordering::Relaxed) <= 8, "a batch of {}", largest.0.load(Ordering::Relaxed));
+    assert_eq!(server.stats().positions.load(Ordering::Relaxed), 36);
+}

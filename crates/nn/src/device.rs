@@ -292,12 +292,17 @@ impl RunOptions {
         RunOptions { device: DeviceSpec::Cpu, precision: Precision::F32, cpu_threads: None }
     }
 
-    /// Applies the thread setting and resolves device and kind.
+    /// Applies the thread setting and resolves device and kind. On CUDA it turns on cuDNN's
+    /// benchmark mode (a process-wide setting): inference pads its batches to a few shapes and the
+    /// trainer's batch is fixed, so each shape's fastest convolution is searched for once.
     pub fn resolve(&self) -> Result<(Device, Kind)> {
         if let Some(n) = self.cpu_threads {
             set_cpu_threads(n);
         }
         let device = self.device.resolve()?;
+        if device.is_cuda() {
+            tch::Cuda::cudnn_set_benchmark(true);
+        }
         Ok((device, self.precision.resolve(device)?))
     }
 }

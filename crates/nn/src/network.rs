@@ -18,8 +18,9 @@ use tch::{nn::VarStore, Device, Kind, Tensor};
 use crate::checkpoint::{self, CheckpointMeta, TrainingInfo};
 use crate::config::ModelConfig;
 use crate::device::RunOptions;
-use crate::encoding::{self, InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
+use crate::encoding::{InputBatch, FEATURES1_NUM, FEATURES2_NUM, MOVE_LABELS};
 use crate::error::{Error, Result};
+use crate::leaves::{LeafBatch, LeafOutput};
 use crate::model::{Net, VALUE_OUTPUTS};
 
 /// An early middle game with a bishop in hand and one dropped, for [`Network::probe`].
@@ -255,6 +256,69 @@ impl Network {
         Ok(())
     }
 
+    /// Rows of a batch are padded to a multiple of this: on CUDA, so that cuDNN's autotuner
+    /// (benchmark mode, on for CUDA networks) meets a few batch shapes and not every size; on the
+    /// CPU padding would only cost time.
+    pub fn pad_multiple(&self) -> usize {
+        if self.device == Device::Cpu {
+            1
+        } else {
+            CUDA_PAD_MULTIPLE
+        }
+    }
+
+    /// Runs a batch of leaves ([`LeafBatch`], encoded with [`Network::pad_multiple`]): features
+    /// uploaded without blocking from page-locked memory on CUDA, and only the legal moves' logits
+    /// gathered on the device and brought back, with the W/D/L logits of the real rows. One
+    /// synchronisation per batch (the download). Failures and non-finite outputs are errors.
+    pub fn forward_leaves(&self, batch: &LeafBatch, out: &mut LeafOutput) -> Result<()> {
+        out.legal_logits.resize(batch.legal_moves(), 0.0);
+        out.wdl.resize(batch.len() * VALUE_OUTPUTS, 0.0);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let fault = crate::faults::next_forward();
+        if fault == Some(crate::faults::Fault::ForwardError) {
+            return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
+        }
+        catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+            let _guard = tch::no_grad_guard();
+            let (host1, host2) = batch.host_features();
+            let (in1, in2) = if self.device == Device::Cpu {
+                (host1.to_kind(self.kind), host2.to_kind(self.kind))
+            } else {
+                // The compact u8 planes cross the bus (asynchronously from pinned memory), and
+                // become floats on the device.
+                (
+                    host1.to_device_(self.device, Kind::Uint8, true, false).to_kind(self.kind),
+                    host2.to_device_(self.device, Kind::Uint8, true, false).to_kind(self.kind),
+                )
+            };
+            let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
+            let gather = batch.gather_indices();
+            // SAFETY: `gather` outlives the borrowed tensor, which is only read (copied to the
+            // device, or read by index_select on the CPU) within this closure.
+            let index = unsafe {
+                Tensor::from_blob(gather.as_ptr() as *const u8, &[gather.len() as i64], &[], Kind::Int64, Device::Cpu)
+            };
+            let index = index.to_device(self.device);
+            let legal = policy.reshape([-1]).index_select(0, &index).to_kind(Kind::Float).to_device(Device::Cpu);
+            let wdl = wdl.narrow(0, 0, batch.len() as i64).to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
+            legal.f_copy_data(&mut out.legal_logits, batch.legal_moves())?;
+            wdl.f_copy_data(&mut out.wdl, batch.len() * VALUE_OUTPUTS)?;
+            Ok(())
+        }))
+        .map_err(|panic| Error::Forward(koma_base::stop::panic_message(panic.as_ref())))??;
+        if fault == Some(crate::faults::Fault::NaN) {
+            out.wdl[0] = f32::NAN;
+        }
+        let bad = out.non_finite_positions(batch);
+        if bad > 0 {
+            return Err(Error::NonFinite { model: self.label(), positions: bad, batch: batch.len() });
+        }
+        Ok(())
+    }
+
     /// How errors name this network: its checkpoint's file, or "an untrained network".
     pub fn label(&self) -> String {
         self.meta.as_ref().map_or_else(|| "an untrained network".into(), |m| m.weights_file.clone())
@@ -285,24 +349,24 @@ impl Network {
         (up(t1), up(t2))
     }
 
-    /// Encodes and evaluates positions (allocates its buffers; for repeated calls prefer
-    /// [`Network::evaluate_with`] or a [`SharedNetwork`]).
+    /// Encodes and evaluates positions (allocates its buffers; for repeated calls prefer a
+    /// [`SharedNetwork`], which keeps them per thread).
     pub fn evaluate<P: Borrow<Position> + Sync>(&self, positions: &[P]) -> Result<Vec<Evaluation>> {
-        let mut batch = InputBatch::new();
-        let mut out = RawOutput::new();
+        let mut batch = LeafBatch::for_device(self.device);
+        let mut out = LeafOutput::default();
         self.evaluate_with(positions, &mut batch, &mut out)
     }
 
-    /// Like [`Network::evaluate`] with caller-owned buffers.
+    /// Like [`Network::evaluate`] with caller-owned buffers (made for this network's device).
     pub fn evaluate_with<P: Borrow<Position> + Sync>(
         &self,
         positions: &[P],
-        batch: &mut InputBatch,
-        out: &mut RawOutput,
+        batch: &mut LeafBatch,
+        out: &mut LeafOutput,
     ) -> Result<Vec<Evaluation>> {
-        batch.encode(positions);
-        self.forward(batch, out)?;
-        Ok(evaluations(positions, out))
+        batch.encode(positions, self.pad_multiple());
+        self.forward_leaves(batch, out)?;
+        Ok(batch.evaluations(out))
     }
 }
 
@@ -314,25 +378,14 @@ fn set_float_kind(vs: &mut VarStore, kind: Kind) {
     }
 }
 
-/// Evaluations of `positions` from their raw outputs (same order): priors over the legal moves in
-/// [`Position::legal_moves`] order (softmax of their logits; they sum to 1) and W/D/L.
-pub fn evaluations<P: Borrow<Position>>(positions: &[P], out: &RawOutput) -> Vec<Evaluation> {
-    positions.iter().enumerate().map(|(i, p)| from_logits(p.borrow(), out.policy(i), out.wdl_logits(i))).collect()
-}
-
-/// The evaluation of `pos` from its policy logits (2187) and W/D/L logits.
-fn from_logits(pos: &Position, policy_logits: &[f32], wdl_logits: [f32; 3]) -> Evaluation {
-    let us = pos.side_to_move();
-    let mut priors: Vec<f32> = pos.legal_moves().iter().map(|&m| policy_logits[encoding::move_label(m, us)]).collect();
-    encoding::softmax_in_place(&mut priors);
-    let mut wdl = wdl_logits;
-    encoding::softmax_in_place(&mut wdl);
-    Evaluation { priors, wdl }
-}
-
 thread_local! {
-    static SCRATCH: RefCell<(InputBatch, RawOutput)> = RefCell::new((InputBatch::new(), RawOutput::new()));
+    /// Each thread's own staging buffers (an inference service's, page-locked on CUDA), made for
+    /// the device of the network it last ran.
+    static SCRATCH: RefCell<Option<(Device, LeafBatch, LeafOutput)>> = const { RefCell::new(None) };
 }
+
+/// Rows of a CUDA batch are padded to a multiple of this (at most 16 shapes up to 1 024).
+const CUDA_PAD_MULTIPLE: usize = 64;
 
 /// A network behind a mutex, callable from any number of threads. Encoding and the
 /// post-processing of priors happen on the calling thread, outside the lock, in per-thread
@@ -356,14 +409,20 @@ impl SharedNetwork {
         f(&mut guard)
     }
 
-    /// Evaluates positions: priors over legal moves and W/D/L, in input order.
+    /// Evaluates positions: priors over legal moves and W/D/L, in input order. Encoding and
+    /// decoding run on the calling thread in its own buffers, outside the lock: several inference
+    /// services on one device take turns on the forward pass while the others encode and decode.
     pub fn evaluate<P: Borrow<Position> + Sync>(&self, positions: &[P]) -> Result<Vec<Evaluation>> {
+        let (device, pad) = self.with(|net| (net.device(), net.pad_multiple()));
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
-            let (batch, out) = &mut *scratch;
-            batch.encode(positions);
-            self.with(|net| net.forward(batch, out))?;
-            Ok(evaluations(positions, out))
+            if scratch.as_ref().is_none_or(|(d, _, _)| *d != device) {
+                *scratch = Some((device, LeafBatch::for_device(device), LeafOutput::default()));
+            }
+            let (_, batch, out) = scratch.as_mut().expect("made above");
+            batch.encode(positions, pad);
+            self.with(|net| net.forward_leaves(batch, out))?;
+            Ok(batch.evaluations(out))
         })
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use koma_data::GameSamples;
 use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, RootSelection};
 use koma_pipeline::PipelineConfig;
-use koma_selfplay::{run, SelfPlayConfig, StartPositions};
+use koma_selfplay::{run, InferenceDevice, SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
 
 /// Priors and values from the position's hash: deterministic, uneven, the same every run.
@@ -47,8 +47,17 @@ fn play(config: &SelfPlayConfig, games: usize) -> Vec<GameSamples> {
     let (sender, receiver) = crossbeam::channel::unbounded();
     let slot = EvaluatorSlot::new(Arc::new(HashNet), "hash");
     let stop = Arc::new(AtomicBool::new(false));
-    run(config, StartPositions::new(0.0, 0.0), &[slot], games, sender, stop, Duration::from_secs(60), &mut |_| {})
-        .unwrap();
+    run(
+        config,
+        StartPositions::new(0.0, 0.0),
+        &[InferenceDevice::cpu(slot)],
+        games,
+        sender,
+        stop,
+        Duration::from_secs(60),
+        &mut |_| {},
+    )
+    .unwrap();
     receiver.try_iter().collect()
 }
 

@@ -21,8 +21,14 @@ pub struct SelfPlayConfig {
     pub games_per_worker: usize,
     /// Leaves one game may add to a batch per round (virtual loss keeps them distinct).
     pub leaves_per_game: usize,
-    /// Largest batch the inference thread evaluates at once (it merges workers' requests).
+    /// Largest batch an inference service evaluates at once (it merges workers' requests).
     pub max_batch: usize,
+    /// Inference services per device, each with its own thread and staging buffers, taking turns
+    /// on the device: while one batch is on an accelerator, the other services encode and decode
+    /// theirs. 0 chooses: 2 on an accelerator (dlshogi's default, and the count the simulated
+    /// device measured best, docs/benchmarks.md), 1 on a CPU device (where the pipeline gives each
+    /// worker a network of its own instead).
+    pub inference_services: usize,
     /// Simulations of a full search (the recorded moves).
     pub simulations: u32,
     /// Playout cap randomization (KataGo): the share of moves that get a full search and become
@@ -78,6 +84,7 @@ impl Default for SelfPlayConfig {
             games_per_worker: 16,
             leaves_per_game: 4,
             max_batch: 128,
+            inference_services: 0,
             simulations: 64,
             full_search_fraction: 0.25,
             cheap_simulations: 16,
@@ -106,6 +113,16 @@ impl SelfPlayConfig {
     /// ([`crate::seed::fresh_seed`]).
     pub fn seeded(&self) -> SelfPlayConfig {
         SelfPlayConfig { seed: Some(self.seed.unwrap_or_else(crate::seed::fresh_seed)), ..self.clone() }
+    }
+
+    /// Inference services per device: the configured count, or the default for the device kind
+    /// (see `inference_services`).
+    pub fn services_per_device(&self, accelerator: bool) -> usize {
+        match self.inference_services {
+            0 if accelerator => 2,
+            0 => 1,
+            n => n,
+        }
     }
 
     /// Checks the settings as a whole; the error names the field. Combinations that would run but

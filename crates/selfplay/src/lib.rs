@@ -1,8 +1,10 @@
 //! koma-selfplay: self-play games for training data.
 //!
 //! `workers` threads each run `games_per_worker` games in two alternating groups; their leaves go
-//! in batches to an inference thread (koma-mcts's `InferenceServer`) that owns the (swappable)
-//! evaluator: one per device, the workers spread over them round-robin; finished games go to a channel (usually a `koma_data::ShardWriter`), optionally
+//! in batches to inference services (koma-mcts's `InferenceServer`) that run the device's
+//! (swappable) evaluator: `inference_services` per device (two on an accelerator, taking turns on
+//! it while the other encodes and decodes), the workers spread over devices and services
+//! round-robin. Finished games go to a channel (usually a `koma_data::ShardWriter`), optionally
 //! through a [`RecordWriter`] tee that also saves each game as a KIF or CSA record.
 
 mod config;
@@ -64,15 +66,53 @@ impl Progress {
     }
 }
 
+/// A device self-play runs on: the slot holding its copy of the model, and whether it is an
+/// accelerator (which gets [`SelfPlayConfig::services_per_device`] services).
+#[derive(Clone)]
+pub struct InferenceDevice {
+    pub slot: Arc<EvaluatorSlot>,
+    pub accelerator: bool,
+}
+
+impl InferenceDevice {
+    pub fn cpu(slot: Arc<EvaluatorSlot>) -> InferenceDevice {
+        InferenceDevice { slot, accelerator: false }
+    }
+}
+
+/// Which service each worker sends its leaves to: worker `w` plays on device `w % devices`, and the
+/// workers of a device take its services in turn. A device gets at most as many services as it
+/// has workers. Returns, per service, its device, and per worker, its service.
+fn assign_services(config: &SelfPlayConfig, devices: &[InferenceDevice]) -> (Vec<usize>, Vec<usize>) {
+    let workers = config.workers.max(1);
+    let mut services = Vec::new();
+    let mut first_service = Vec::new();
+    let mut counts = Vec::new();
+    for (d, device) in devices.iter().enumerate() {
+        let workers_here = (d..workers).step_by(devices.len()).count();
+        let n = config.services_per_device(device.accelerator).clamp(1, workers_here.max(1));
+        first_service.push(services.len());
+        counts.push(n);
+        services.extend(std::iter::repeat_n(d, n));
+    }
+    let of_worker = (0..workers)
+        .map(|w| {
+            let d = w % devices.len();
+            first_service[d] + (w / devices.len()) % counts[d]
+        })
+        .collect();
+    (services, of_worker)
+}
+
 /// Plays `games` games (or until `stop` is set, which abandons the games in progress) and sends
-/// each finished game to `sink`. `slots` holds one evaluator per device (the same model on each):
-/// each gets its own inference service, and worker `w` uses slot `w % slots.len()`.
+/// each finished game to `sink`. `devices` holds one evaluator per device (the same model on
+/// each), run by that device's inference services ([`assign_services`]).
 /// `on_progress` is called about every `every` with the running totals.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     config: &SelfPlayConfig,
     starts: StartPositions,
-    slots: &[Arc<EvaluatorSlot>],
+    devices: &[InferenceDevice],
     games: usize,
     sink: Sender<GameSamples>,
     stop: Arc<AtomicBool>,
@@ -80,16 +120,17 @@ pub fn run(
     on_progress: &mut dyn FnMut(&Progress),
 ) -> Result<SelfPlayStats, SelfPlayError> {
     let rules = config.rules().map_err(SelfPlayError::Config)?;
-    if slots.is_empty() {
+    if devices.is_empty() {
         return Err(SelfPlayError::NoEvaluator);
     }
-    if slots.len() > config.workers.max(1) {
-        return Err(SelfPlayError::FewerWorkersThanDevices { devices: slots.len(), workers: config.workers.max(1) });
+    if devices.len() > config.workers.max(1) {
+        return Err(SelfPlayError::FewerWorkersThanDevices { devices: devices.len(), workers: config.workers.max(1) });
     }
     // Callers that record the seed decide it first (`SelfPlayConfig::seeded`).
     let seed = config.seed.unwrap_or_else(seed::fresh_seed);
+    let (service_devices, worker_services) = assign_services(config, devices);
     let servers: Vec<InferenceServer> =
-        slots.iter().map(|slot| InferenceServer::spawn(slot.clone(), config.max_batch)).collect();
+        service_devices.iter().map(|&d| InferenceServer::spawn(devices[d].slot.clone(), config.max_batch)).collect();
     let inference = || servers.iter().map(|s| s.stats().counts()).fold(InferenceCounts::default(), |a, b| a + b);
     let shared = Shared {
         config: config.clone(),
@@ -107,9 +148,9 @@ pub fn run(
     let outcome = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..config.workers.max(1))
             .map(|w| {
-                let device = w % servers.len();
-                let client = servers[device].client();
-                let slot = &slots[device];
+                let service = worker_services[w];
+                let client = servers[service].client();
+                let slot = &devices[service_devices[service]].slot;
                 let seed = seed::worker_seed(seed, w);
                 std::thread::Builder::new()
                     .name(format!("koma-selfplay-{w}"))
@@ -128,7 +169,7 @@ pub fn run(
                     moves: shared.moves.load(Ordering::Relaxed),
                     inference: inference(),
                     seconds: started.elapsed().as_secs_f64(),
-                    model: slots[0].get().1,
+                    model: devices[0].slot.get().1,
                 });
             }
         }
@@ -157,3 +198,33 @@ pub fn run(
 }
 
 use worker::Shared;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use koma_mcts::UniformEvaluator;
+
+    fn devices(accelerators: &[bool]) -> Vec<InferenceDevice> {
+        accelerators
+            .iter()
+            .map(|&accelerator| InferenceDevice {
+                slot: EvaluatorSlot::new(Arc::new(UniformEvaluator), "uniform"),
+                accelerator,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn workers_take_their_devices_services_in_turn() {
+        let config = |workers, inference_services| SelfPlayConfig { workers, inference_services, ..Default::default() };
+        // One accelerator: two services by default, workers alternate between them.
+        assert_eq!(assign_services(&config(4, 0), &devices(&[true])), (vec![0, 0], vec![0, 1, 0, 1]));
+        // A CPU device: one service.
+        assert_eq!(assign_services(&config(3, 0), &devices(&[false])), (vec![0], vec![0, 0, 0]));
+        // Two accelerators, 5 workers (3 on the first, 2 on the second), 3 services asked: capped
+        // by each device's workers.
+        assert_eq!(assign_services(&config(5, 3), &devices(&[true, true])), (vec![0, 0, 0, 1, 1], vec![0, 3, 1, 4, 2]));
+        // One worker on an accelerator: one service.
+        assert_eq!(assign_services(&config(1, 0), &devices(&[true])), (vec![0], vec![0]));
+    }
+}

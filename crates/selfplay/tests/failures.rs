@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, UniformEvaluator};
-use koma_selfplay::{run, SelfPlayConfig, StartPositions};
+use koma_selfplay::{run, InferenceDevice, SelfPlayConfig, StartPositions};
 use koma_shogi::Position;
 
 /// Answers like [`UniformEvaluator`] until call `fail_at`, then fails as `how` says.
@@ -68,7 +68,7 @@ fn fail(how: Failure, fail_at: usize) -> (String, usize) {
     let result = run(
         &config(),
         StartPositions::default(),
-        &[slot],
+        &[InferenceDevice::cpu(slot)],
         usize::MAX,
         sender,
         stop,

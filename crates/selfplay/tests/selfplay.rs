@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use koma_data::{flags, GameSamples};
 use koma_mcts::{EvaluatorSlot, UniformEvaluator};
-use koma_selfplay::{run, SelfPlayConfig, StartPositions};
+use koma_selfplay::{run, InferenceDevice, SelfPlayConfig, StartPositions};
 use koma_shogi::rules::Repetition;
 use koma_shogi::{EndReason, OpeningSuite, Position, Status};
 
@@ -21,7 +21,7 @@ fn play(
     let stats = run(
         config,
         starts,
-        &[slot],
+        &[InferenceDevice::cpu(slot)],
         games,
         sender,
         Arc::new(AtomicBool::new(false)),
@@ -143,8 +143,15 @@ fn workers_spread_over_several_devices() {
         ..SelfPlayConfig::default()
     };
     let devices: Vec<Arc<Counting>> = (0..2).map(|_| Arc::new(Counting::default())).collect();
-    let slots: Vec<Arc<EvaluatorSlot>> =
-        devices.iter().map(|d| EvaluatorSlot::new(d.clone() as Arc<dyn Evaluator>, "m")).collect();
+    // The first an accelerator: its two workers (0 and 2) get a service each, taking turns on it.
+    let slots: Vec<InferenceDevice> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| InferenceDevice {
+            slot: EvaluatorSlot::new(d.clone() as Arc<dyn Evaluator>, "m"),
+            accelerator: i == 0,
+        })
+        .collect();
     let (sender, receiver) = crossbeam::channel::unbounded();
     let mut progress_positions = 0;
     let stats = run(

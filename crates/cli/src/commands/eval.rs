@@ -51,11 +51,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     let net = Network::load(&args.model, &args.run.options()?)
         .with_context(|| format!("loading {}", args.model.display()))?;
+    let evals: Vec<Evaluation> = net.evaluate(&positions)?;
+    // The raw logits, for --json's policy_logits and wdl_logits.
     let mut batch = InputBatch::new();
     batch.encode(&positions);
     let mut raw = RawOutput::new();
     net.forward(&batch, &mut raw)?;
-    let evals: Vec<Evaluation> = koma_nn::network::evaluations(&positions, &raw);
 
     if !args.json {
         let meta = net.meta().expect("loaded from a checkpoint");

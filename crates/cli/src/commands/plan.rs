@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use koma_nn::{InputBatch, Network};
+use koma_nn::Network;
 use koma_pipeline::plan::{plan, Plan, Throughput};
 use koma_pipeline::PipelineConfig;
 
@@ -100,8 +100,8 @@ fn measure_inference(config: &PipelineConfig, seconds: f64) -> Result<(f64, Stri
     let net = Network::new(&config.model, &options, Some(0)).context("building the config's network")?;
     let n = config.selfplay.max_batch.clamp(1, 1024);
     let positions = sample_positions(n);
-    let mut batch = InputBatch::with_capacity(n);
-    let mut out = koma_nn::network::RawOutput::new();
+    let mut batch = koma_nn::LeafBatch::for_device(net.device());
+    let mut out = koma_nn::LeafOutput::default();
     net.evaluate_with(&positions, &mut batch, &mut out)?; // warm-up
     let start = Instant::now();
     let mut evaluated = 0usize;

@@ -9,7 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use koma_data::ShardWriter;
 use koma_nn::{Network, SharedNetwork};
 use koma_pipeline::{Run, RunOverrides};
-use koma_selfplay::{SelfPlayConfig, StartPositions};
+use koma_selfplay::{InferenceDevice, SelfPlayConfig, StartPositions};
 use koma_shogi::OpeningSuite;
 
 use super::nn_args::RunArgs;
@@ -136,14 +136,15 @@ pub fn run(args: Args) -> Result<()> {
     tracing::info!("self-play seed {seed} (--seed {seed} replays it)");
     let model_name = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     // One copy of the network per device, each behind its own inference service.
-    let slots = args
+    let devices = args
         .run
         .options_per_device()?
         .iter()
         .map(|options| {
             let network = Network::load(&model, options)
                 .with_context(|| format!("loading {} on {}", model.display(), options.device))?;
-            Ok(SharedNetwork::slot(network, &model_name))
+            let accelerator = network.device() != tch::Device::Cpu;
+            Ok(InferenceDevice { slot: SharedNetwork::slot(network, &model_name), accelerator })
         })
         .collect::<Result<Vec<_>>>()?;
     let mut starts = StartPositions::new(config.handicap_fraction, config.openings_fraction);
@@ -171,7 +172,7 @@ pub fn run(args: Args) -> Result<()> {
     let result = koma_selfplay::run(
         &config,
         starts,
-        &slots,
+        &devices,
         args.games,
         records.as_ref().map_or_else(|| writer.sender(), |r| r.sender()),
         // Ctrl-C stops cleanly: the games finished so far are written.

@@ -14,7 +14,7 @@ use koma_data::{GameSamples, ShardWriter, WriterSummary};
 use koma_mcts::{Evaluator, EvaluatorSlot};
 use koma_nn::{Network, RunOptions, SharedNetwork, ThreadedNetwork};
 use koma_selfplay::seed::SEED_ATTRIBUTE;
-use koma_selfplay::{Progress, RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
+use koma_selfplay::{InferenceDevice, Progress, RecordWriter, SelfPlayError, SelfPlayStats, StartPositions};
 use koma_tensorboard::ScalarLog;
 
 use crate::config::PipelineConfig;
@@ -261,8 +261,13 @@ fn play(
         options.resize(share.services().max(options.len()), first);
     }
     let (first, networks) = first_usable_model(run, current, &options)?;
-    let slots: Vec<Arc<EvaluatorSlot>> =
-        networks.into_iter().map(|n| EvaluatorSlot::new(served(n, &share), &first.name())).collect();
+    let devices: Vec<InferenceDevice> = networks
+        .into_iter()
+        .map(|n| InferenceDevice {
+            accelerator: n.device() != tch::Device::Cpu,
+            slot: EvaluatorSlot::new(served(n, &share), &first.name()),
+        })
+        .collect();
     let mut summary = SelfPlaySummary { models: vec![first.name()], ..SelfPlaySummary::default() };
     let _ = events.send(Event::ModelSwitched { model: first.name() });
     tracing::info!(model = %first.name(), "self-play starts");
@@ -320,8 +325,8 @@ fn play(
                 }
                 match load_on_devices(&current, &options) {
                     Ok(networks) => {
-                        for (slot, network) in slots.iter().zip(networks) {
-                            slot.replace(served(network, &share), &current.name());
+                        for (device, network) in devices.iter().zip(networks) {
+                            device.slot.replace(served(network, &share), &current.name());
                         }
                         tracing::info!(model = %current.name(), "self-play switched model");
                         let _ = events.send(Event::ModelSwitched { model: current.name() });
@@ -353,7 +358,7 @@ fn play(
         let result = koma_selfplay::run(
             &selfplay,
             starts,
-            &slots,
+            &devices,
             usize::MAX,
             sink,
             stop.clone(),

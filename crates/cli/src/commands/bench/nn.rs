@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use koma_nn::network::RawOutput;
-use koma_nn::{InputBatch, ModelConfig, Network};
+use koma_nn::{InputBatch, LeafBatch, LeafOutput, ModelConfig, Network};
 use koma_shogi::Position;
 use serde_json::json;
 use tch::{Device, Tensor};
@@ -108,6 +108,8 @@ pub fn run(args: Args) -> Result<()> {
         }
         let mut batch = InputBatch::with_capacity(max_batch);
         let mut out = RawOutput::new();
+        let mut leaves = LeafBatch::for_device(net.device());
+        let mut leaf_out = LeafOutput::default();
         let mut rows = Vec::new();
         let mut share_256 = None;
         for &n in &args.batch_sizes {
@@ -118,7 +120,7 @@ pub fn run(args: Args) -> Result<()> {
             let encode = time(args.seconds, Device::Cpu, || batch.encode(ps));
             let forward = time(args.seconds, net.device(), || net.forward(&batch, &mut out).expect("forward"));
             let evaluate = time(args.seconds, net.device(), || {
-                net.evaluate_with(ps, &mut batch, &mut out).expect("evaluate");
+                net.evaluate_with(ps, &mut leaves, &mut leaf_out).expect("evaluate");
             });
             batch.encode(ps);
             let (in1, in2) = net.upload(&batch);
