@@ -42,6 +42,28 @@ def gpu_samples(path: str) -> dict | None:
             "memory_mib_max": max(mem)}
 
 
+def selfplay_table(steps: list) -> list:
+    """Self-play's evaluations/s by inference services, measured, beside the simulated device's."""
+    rows = []
+    for s in steps:
+        out = s["output"]
+        if not (s["name"].startswith("bench-selfplay") and out):
+            continue
+        if "designs" in out:
+            for d in out["designs"]:
+                rows.append(f"| simulated {out['simulated_device']['evals_per_s']:.0f}/s | {d['services']} | "
+                            f"{d['evaluations_per_second']:.0f} | {100 * d['device_busy_fraction']:.0f}% | "
+                            f"{d['mean_batch']:.0f} | {d['cpu_us_per_evaluation']:.1f} |")
+        else:
+            rows.append(f"| {out['device']} ({out['net']}) | {out['services']} | {out['evaluations_per_second']:.0f} | "
+                        f"— | {out['mean_batch']} | {1e6 * out['cpu_seconds_per_evaluation']:.1f} |")
+    if not rows:
+        return []
+    return ["## Self-play: measured and simulated", "",
+            "| device | services | evaluations/s | device busy | mean batch | CPU µs an evaluation |",
+            "|---|---:|---:|---:|---:|---:|"] + rows + [""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -71,8 +93,10 @@ def main() -> None:
     for s in steps:
         if s["name"].startswith("bench-nn") and s["output"]:
             md += [f"## {s['name']}", "", "```json", json.dumps(s["output"], indent=1)[:4000], "```", ""]
+    md += selfplay_table(steps)
     for s in steps:
-        if (s["name"].startswith("bench-train") or s["name"] in ("bench-selfplay", "pipeline")) and s["output"]:
+        if (s["name"].startswith("bench-train") or s["name"].startswith("bench-selfplay") or s["name"] == "pipeline") \
+                and s["output"]:
             md += [f"## {s['name']}", "", "```json", json.dumps(s["output"], indent=1)[:4000], "```", ""]
     if report["gpu"]:
         g = report["gpu"]

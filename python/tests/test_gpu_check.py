@@ -16,10 +16,16 @@ def test_gpu_check_dry_run_writes_a_complete_report(koma_bin, tmp_path):
     report = json.loads((out / "report.json").read_text())
     assert report["dry_run"] is True
     names = [s["name"] for s in report["steps"]]
-    assert names == ["info", "bench-nn-f32", "bench-selfplay", "bench-train-f32", "pipeline"], names
+    assert names == ["info", "bench-nn-f32", "bench-selfplay-s1", "bench-selfplay-s2", "bench-selfplay-simulated",
+                     "bench-train-f32", "pipeline"], names
     for s in report["steps"]:
         assert s["ok"], (s, (out / f"{s['name']}.log").read_text()[-2000:])
         assert s["output"] is not None, s
     assert report["steps"][1]["output"]["device"] == "cpu" and report["steps"][1]["output"]["nets"]
+    steps = {s["name"]: s["output"] for s in report["steps"]}
+    assert [steps[f"bench-selfplay-s{n}"]["services"] for n in (1, 2)] == [1, 2]
+    simulated = steps["bench-selfplay-simulated"]
+    assert [d["services"] for d in simulated["designs"]] == [1, 2]
+    assert all(d["evaluations"] > 0 and 0 < d["device_busy_fraction"] <= 1 for d in simulated["designs"]), simulated
     md = (out / "report.md").read_text()
-    assert "Dry run" in md and "| bench-train-f32 | ok |" in md
+    assert "Dry run" in md and "| bench-train-f32 | ok |" in md and "Self-play: measured and simulated" in md

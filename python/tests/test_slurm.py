@@ -1,6 +1,7 @@
 """deploy/slurm on a real single-node Slurm cluster started here: a trainer job and a 2-task
 self-play array on CPU with a tiny net. Both tasks' shards reach the trainer, models are published
-and picked up; scancel stops every job cleanly; a resubmitted trainer resumes from the state.
+and picked up; scancel stops every job cleanly; a resubmitted trainer resumes from the state, and
+given an end ([run] steps) the trainer and self-play jobs end by themselves.
 
 The cluster is Debian's slurm-wlm and munge, installed (apt-get) and started by the test as root:
 slurmctld and slurmd with a private config (SLURM_CONF) in a temporary directory, on free ports.
@@ -220,16 +221,33 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
         assert ", stopped" in f.read(), logs()
     assert not [f for f in os.listdir(os.path.join(rundir, "selfplay")) if ".tmp-" in f], "a stopped run left a temporary"
 
-    # A resubmitted trainer resumes at the state's step, and its window is every shard of both
-    # tasks.
+    # The run gets an end ([run] steps, 20 past the state), and a trainer and a self-play task are
+    # submitted again. The trainer resumes at the state's step over every shard of both tasks;
+    # when it reaches the end it marks the run finished, and both jobs end by themselves, no
+    # scancel: a cluster run that ends.
+    end = step + 20
+    config_toml = os.path.join(rundir, "config.toml")
+    with open(config_toml) as f:
+        text = f.read()
+    with open(config_toml, "w") as f:
+        f.write(text.replace("[run]\n", f"[run]\nsteps = {end}\n", 1))
     all_shards = shards(rundir)
     samples = sum(read_shard(s)[0] for s in all_shards)
-    r = run([*submit, "--no-selfplay"], env=env)
+    r = run([*submit, "--selfplay-tasks", "1"], env=env)
     assert r.returncode == 0, r.stderr
-    again = r.stdout.split()[1]
-    resumed = os.path.join(logs_dir, f"slurm-trainer-{again}.out")
-    line = re.compile(rf"resuming at step {step} .*window \d+ of {samples} samples in {len(all_shards)} shards")
+    ids = dict(line.split() for line in r.stdout.split("\n") if line.strip())
+    resumed = os.path.join(logs_dir, f"slurm-trainer-{ids['trainer']}.out")
+    line = re.compile(rf"resuming at step {step} → {end} .*window \d+ of {samples} samples in {len(all_shards)} shards")
     wait_for(lambda: os.path.exists(resumed) and line.search(open(resumed).read()), 180,
              f"the trainer to resume at step {step} over {len(all_shards)} shards", logs)
-    assert run(["scancel", again], env=env).returncode == 0
-    wait_for(lambda: not [l for l in jobs(env) if l.strip()], 120, "the resumed trainer to end", logs)
+    wait_for(lambda: not [l for l in jobs(env) if l.strip()], 400, "the trainer and self-play to end by themselves", logs)
+    with open(os.path.join(rundir, "finished.json")) as f:
+        assert json.load(f)["step"] == end
+    with open(resumed) as f:
+        trainer_log = f.read()
+    assert f"..{end} " in trainer_log and ", stopped" not in trainer_log, logs()
+    selfplay_logs = [f for f in os.listdir(logs_dir) if f.startswith(f"slurm-selfplay-{ids['selfplay']}")]
+    assert selfplay_logs, logs()
+    for name in selfplay_logs:
+        with open(os.path.join(logs_dir, name)) as f:
+            assert f"the run is finished: its trainer reached step {end}" in f.read(), logs()

@@ -237,7 +237,8 @@ fn serve(
     failure: &Failure,
 ) -> Result<(), EvalError> {
     // A request that would have taken a batch past `max_batch` opens the next one: batches stay
-    // within the size their buffers (and an accelerator's padded shapes) are made for.
+    // within the size their buffers (and an accelerator's padded shapes) are made for, except a
+    // single request larger than `max_batch`, which runs alone.
     let mut held: Option<Request> = None;
     while let Some(first) = held.take().or_else(|| receiver.recv().ok()) {
         let mut requests = vec![first];

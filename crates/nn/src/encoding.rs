@@ -427,9 +427,9 @@ impl InputBatch {
 }
 
 /// Batches at least this large are encoded with rayon.
-const PARALLEL_MIN: usize = 32;
+pub(crate) const PARALLEL_MIN: usize = 32;
 /// Positions per rayon task.
-const PARALLEL_CHUNK: usize = 8;
+pub(crate) const PARALLEL_CHUNK: usize = 8;
 
 /// The destination square (board coordinates) of a label for a move by `us`.
 pub fn label_square(label: usize, us: Color) -> Square {

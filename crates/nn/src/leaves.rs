@@ -16,13 +16,8 @@ use koma_shogi::Position;
 use rayon::prelude::*;
 use tch::{Device, Kind, Tensor};
 
-use crate::encoding::{self, INPUT1_LEN, INPUT2_LEN, MOVE_LABELS};
+use crate::encoding::{self, INPUT1_LEN, INPUT2_LEN, MOVE_LABELS, PARALLEL_CHUNK, PARALLEL_MIN};
 use crate::model::VALUE_OUTPUTS;
-
-/// Batches at least this large are encoded with rayon.
-const PARALLEL_MIN: usize = 32;
-/// Positions per rayon task.
-const PARALLEL_CHUNK: usize = 8;
 
 /// Host memory the features are encoded into: ordinary heap memory, or page-locked memory that a
 /// CUDA device reads by DMA while the host goes on.
@@ -54,7 +49,7 @@ impl HostBuffer {
         match self {
             HostBuffer::Heap(v) => v.resize(bytes, 0),
             HostBuffer::Pinned { tensor, device } => {
-                *tensor = Tensor::zeros([bytes as i64], (Kind::Uint8, Device::Cpu)).pin_memory(*device);
+                *tensor = Tensor::empty([bytes as i64], (Kind::Uint8, Device::Cpu)).pin_memory(*device);
             }
         }
     }
@@ -64,6 +59,10 @@ impl HostBuffer {
             HostBuffer::Heap(v) => v,
             HostBuffer::Pinned { tensor, .. } => {
                 let len = tensor.numel();
+                if len == 0 {
+                    // An empty tensor's data pointer may be null: no slice from it.
+                    return &mut [];
+                }
                 // SAFETY: a contiguous u8 tensor of `len` elements that this buffer owns alone; the
                 // slice borrows `self` mutably, so nothing else reads or frees it meanwhile.
                 unsafe { std::slice::from_raw_parts_mut(tensor.data_ptr() as *mut u8, len) }
@@ -140,12 +139,12 @@ impl LeafBatch {
         &self.gather
     }
 
-    /// Replaces the contents with `positions`, padded with zero rows to a multiple of
-    /// `pad_multiple` (1: no padding). Features and legal-move labels are computed in one pass, in
+    /// Replaces the contents with `positions`, padded with zero rows to [`padded_rows`] (a
+    /// `pad_multiple` of 1: no padding). Features and legal-move labels are computed in one pass, in
     /// parallel above a small batch.
     pub fn encode<P: Borrow<Position> + Sync>(&mut self, positions: &[P], pad_multiple: usize) {
         let n = positions.len();
-        let padded = n.div_ceil(pad_multiple.max(1)) * pad_multiple.max(1);
+        let padded = padded_rows(n, pad_multiple);
         self.input1.ensure(padded * INPUT1_LEN);
         self.input2.ensure(padded * INPUT2_LEN);
         let in1 = &mut self.input1.as_mut_slice()[..padded * INPUT1_LEN];
@@ -188,7 +187,7 @@ impl LeafBatch {
     /// The features of the padded rows as `(rows, 62, 9, 9)` and `(rows, 57, 9, 9)` u8 tensors on
     /// the CPU, borrowing this batch's memory: they must be copied (to the device or to another
     /// kind) before the batch changes.
-    pub fn host_features(&self) -> (Tensor, Tensor) {
+    pub(crate) fn host_features(&self) -> (Tensor, Tensor) {
         let rows = self.padded as i64;
         (
             self.input1.view(self.padded * INPUT1_LEN, [rows, encoding::FEATURES1_NUM as i64, 9, 9]),
@@ -210,6 +209,19 @@ impl LeafBatch {
                 Evaluation { priors, wdl }
             })
             .collect()
+    }
+}
+
+/// Rows a batch of `n` positions is padded to: the next power of two up to `multiple`, then the
+/// next multiple of `multiple` (`multiple` ≤ 1: `n`). A few shapes for cuDNN's autotuner, and a
+/// small batch (the engine's, an arena game's) is not padded to a large one.
+pub fn padded_rows(n: usize, multiple: usize) -> usize {
+    if multiple <= 1 || n == 0 {
+        n
+    } else if n <= multiple {
+        n.next_power_of_two().min(multiple)
+    } else {
+        n.div_ceil(multiple) * multiple
     }
 }
 
@@ -278,7 +290,7 @@ mod tests {
             batch.encode(&positions(100), 1);
             batch.encode(&ps, pad);
             assert_eq!(batch.len(), n);
-            assert_eq!(batch.rows(), n.div_ceil(pad) * pad);
+            assert_eq!(batch.rows(), padded_rows(n, pad));
             let mut features = crate::InputBatch::new();
             features.encode(&ps);
             let (t1, t2) = batch.host_features();
@@ -297,6 +309,16 @@ mod tests {
             }
             assert_eq!(batch.gather_indices(), &expected[..]);
         }
+    }
+
+    #[test]
+    fn rows_are_padded_to_a_few_shapes() {
+        let rows: Vec<usize> = [0, 1, 3, 5, 33, 64, 65, 130, 1000].iter().map(|&n| padded_rows(n, 64)).collect();
+        assert_eq!(rows, [0, 1, 4, 8, 64, 64, 128, 192, 1024]);
+        assert_eq!(padded_rows(37, 1), 37);
+        // Up to 1 024 rows: 7 powers of two and 16 multiples of 64, 22 shapes in all.
+        let shapes: std::collections::BTreeSet<usize> = (1..=1024).map(|n| padded_rows(n, 64)).collect();
+        assert_eq!(shapes.len(), 22);
     }
 
     #[test]

@@ -256,24 +256,31 @@ impl Network {
         Ok(())
     }
 
-    /// Rows of a batch are padded to a multiple of this: on CUDA, so that cuDNN's autotuner
-    /// (benchmark mode, on for CUDA networks) meets a few batch shapes and not every size; on the
-    /// CPU padding would only cost time.
+    /// Whether the network runs on an accelerator (self-play gives one several inference
+    /// services, `[selfplay] inference_services`).
+    pub fn is_accelerator(&self) -> bool {
+        self.device != Device::Cpu
+    }
+
+    /// Rows of a batch are padded with this ([`crate::leaves::padded_rows`]): on CUDA, so that
+    /// cuDNN's autotuner (benchmark mode, on for CUDA networks) meets a few batch shapes and not
+    /// every size; on the CPU padding would only cost time.
     pub fn pad_multiple(&self) -> usize {
-        if self.device == Device::Cpu {
-            1
-        } else {
+        if self.is_accelerator() {
             CUDA_PAD_MULTIPLE
+        } else {
+            1
         }
     }
 
     /// Runs a batch of leaves ([`LeafBatch`], encoded with [`Network::pad_multiple`]): features
-    /// uploaded without blocking from page-locked memory on CUDA, and only the legal moves' logits
-    /// gathered on the device and brought back, with the W/D/L logits of the real rows. One
-    /// synchronisation per batch (the download). Failures and non-finite outputs are errors.
+    /// uploaded without blocking from page-locked memory on CUDA, the legal moves' logits gathered
+    /// on the device and brought back with the real rows' W/D/L logits in one download, the batch's
+    /// one synchronisation. Failures and non-finite outputs are errors.
     pub fn forward_leaves(&self, batch: &LeafBatch, out: &mut LeafOutput) -> Result<()> {
-        out.legal_logits.resize(batch.legal_moves(), 0.0);
-        out.wdl.resize(batch.len() * VALUE_OUTPUTS, 0.0);
+        let (legal_count, wdl_count) = (batch.legal_moves(), batch.len() * VALUE_OUTPUTS);
+        out.legal_logits.resize(legal_count, 0.0);
+        out.wdl.resize(wdl_count, 0.0);
         if batch.is_empty() {
             return Ok(());
         }
@@ -281,34 +288,45 @@ impl Network {
         if fault == Some(crate::faults::Fault::ForwardError) {
             return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
         }
-        catch_unwind(AssertUnwindSafe(|| -> Result<()> {
+        let answer = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f32>> {
             let _guard = tch::no_grad_guard();
-            let (host1, host2) = batch.host_features();
-            let (in1, in2) = if self.device == Device::Cpu {
-                (host1.to_kind(self.kind), host2.to_kind(self.kind))
-            } else {
-                // The compact u8 planes cross the bus (asynchronously from pinned memory), and
-                // become floats on the device.
-                (
-                    host1.to_device_(self.device, Kind::Uint8, true, false).to_kind(self.kind),
-                    host2.to_device_(self.device, Kind::Uint8, true, false).to_kind(self.kind),
-                )
-            };
-            let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
             let gather = batch.gather_indices();
-            // SAFETY: `gather` outlives the borrowed tensor, which is only read (copied to the
-            // device, or read by index_select on the CPU) within this closure.
+            // SAFETY: `gather` outlives the borrowed tensor, which is only read: copied to the
+            // device here, or read by index_select on the CPU within this closure.
             let index = unsafe {
                 Tensor::from_blob(gather.as_ptr() as *const u8, &[gather.len() as i64], &[], Kind::Int64, Device::Cpu)
             };
-            let index = index.to_device(self.device);
-            let legal = policy.reshape([-1]).index_select(0, &index).to_kind(Kind::Float).to_device(Device::Cpu);
-            let wdl = wdl.narrow(0, 0, batch.len() as i64).to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
-            legal.f_copy_data(&mut out.legal_logits, batch.legal_moves())?;
-            wdl.f_copy_data(&mut out.wdl, batch.len() * VALUE_OUTPUTS)?;
-            Ok(())
-        }))
-        .map_err(|panic| Error::Forward(koma_base::stop::panic_message(panic.as_ref())))??;
+            let (host1, host2) = batch.host_features();
+            let (index, in1, in2) = if self.is_accelerator() {
+                // The indices (pageable, small) first, then the compact u8 planes, asynchronously
+                // from pinned memory; they become floats on the device.
+                let index = index.to_device(self.device);
+                let up = |t: Tensor| t.to_device_(self.device, Kind::Uint8, true, false).to_kind(self.kind);
+                (index, up(host1), up(host2))
+            } else {
+                (index, host1.to_kind(self.kind), host2.to_kind(self.kind))
+            };
+            let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
+            let legal = policy.reshape([-1]).index_select(0, &index);
+            let wdl = wdl.narrow(0, 0, batch.len() as i64).reshape([-1]);
+            let both = Tensor::cat(&[legal, wdl], 0).to_kind(Kind::Float).to_device(Device::Cpu);
+            let mut host = vec![0f32; legal_count + wdl_count];
+            both.f_copy_data(&mut host, legal_count + wdl_count)?;
+            Ok(host)
+        }));
+        let host = match answer {
+            Ok(Ok(host)) => host,
+            Ok(Err(e)) => {
+                self.settle_uploads();
+                return Err(e);
+            }
+            Err(panic) => {
+                self.settle_uploads();
+                return Err(Error::Forward(koma_base::stop::panic_message(panic.as_ref())));
+            }
+        };
+        out.legal_logits.copy_from_slice(&host[..legal_count]);
+        out.wdl.copy_from_slice(&host[legal_count..]);
         if fault == Some(crate::faults::Fault::NaN) {
             out.wdl[0] = f32::NAN;
         }
@@ -317,6 +335,14 @@ impl Network {
             return Err(Error::NonFinite { model: self.label(), positions: bad, batch: batch.len() });
         }
         Ok(())
+    }
+
+    /// After a failed batch: waits for the device, so that an upload still reading the staging
+    /// buffers finishes before the caller reuses them.
+    fn settle_uploads(&self) {
+        if let Device::Cuda(i) = self.device {
+            let _ = catch_unwind(|| tch::Cuda::synchronize(i as i64));
+        }
     }
 
     /// How errors name this network: its checkpoint's file, or "an untrained network".
@@ -384,26 +410,33 @@ thread_local! {
     static SCRATCH: RefCell<Option<(Device, LeafBatch, LeafOutput)>> = const { RefCell::new(None) };
 }
 
-/// Rows of a CUDA batch are padded to a multiple of this (at most 16 shapes up to 1 024).
-const CUDA_PAD_MULTIPLE: usize = 64;
+/// CUDA batches are padded to powers of two up to this and to its multiples above
+/// ([`crate::leaves::padded_rows`]: 22 shapes up to 1 024 rows).
+pub const CUDA_PAD_MULTIPLE: usize = 64;
 
 /// A network behind a mutex, callable from any number of threads. Encoding and the
 /// post-processing of priors happen on the calling thread, outside the lock, in per-thread
 /// buffers that are reused.
 pub struct SharedNetwork {
     network: Mutex<Network>,
+    /// The network's device and padding, read without the lock: a caller encodes while another
+    /// holds the network for its forward pass.
+    device: Device,
+    pad_multiple: usize,
 }
 
 impl SharedNetwork {
     pub fn new(network: Network) -> SharedNetwork {
-        SharedNetwork { network: Mutex::new(network) }
+        let (device, pad_multiple) = (network.device(), network.pad_multiple());
+        SharedNetwork { network: Mutex::new(network), device, pad_multiple }
     }
 
     pub fn into_inner(self) -> Network {
         self.network.into_inner().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` with the network locked.
+    /// Runs `f` with the network locked (`f` must not move it to another device: the device is
+    /// read without the lock).
     pub fn with<T>(&self, f: impl FnOnce(&mut Network) -> T) -> T {
         let mut guard = self.network.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut guard)
@@ -413,7 +446,7 @@ impl SharedNetwork {
     /// decoding run on the calling thread in its own buffers, outside the lock: several inference
     /// services on one device take turns on the forward pass while the others encode and decode.
     pub fn evaluate<P: Borrow<Position> + Sync>(&self, positions: &[P]) -> Result<Vec<Evaluation>> {
-        let (device, pad) = self.with(|net| (net.device(), net.pad_multiple()));
+        let (device, pad) = (self.device, self.pad_multiple);
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             if scratch.as_ref().is_none_or(|(d, _, _)| *d != device) {

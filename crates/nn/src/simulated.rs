@@ -4,10 +4,14 @@
 //! legal-move labels, padding, the copy of what comes back, the finiteness check, the decoding
 //! into priors and the model switches. Only the forward pass is replaced, by a wait whose length
 //! is the device model's time for the batch, and the device is one resource: two callers never
-//! overlap on it, as batches on one GPU stream do not.
+//! overlap on it, as batches on one GPU stream do not. The waiting thread spins, as a CUDA
+//! synchronisation does under the default scheduling (fewer contexts than cores): a service holds
+//! a core while its batch is on the device, and the CPU figures count it. The answer is copied and
+//! checked before the device is let go, as `Network::forward_leaves` does under its lock.
 //!
 //! The time of a batch of `rows` padded rows is
 //! `launch + rows / evals_per_s + (upload + download bytes) / bus_bytes_per_s`;
+//! "device busy" in the benchmark is the share of wall time the device is held for a batch.
 //! docs/benchmarks.md ("A simulated accelerator") gives the source of every default.
 
 use std::borrow::Borrow;
@@ -20,9 +24,10 @@ use koma_mcts::{EvalError, Evaluation, Evaluator};
 use koma_shogi::Position;
 use tch::Device;
 
-use crate::encoding::{INPUT1_LEN, INPUT2_LEN};
+use crate::encoding::{INPUT1_LEN, INPUT2_LEN, MOVE_LABELS};
 use crate::leaves::{LeafBatch, LeafOutput};
 use crate::model::VALUE_OUTPUTS;
+use crate::network::CUDA_PAD_MULTIPLE;
 
 /// How long a simulated device takes for a batch.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,10 +47,11 @@ pub struct DeviceModel {
 const PRESETS: [(&str, f64, u64, f64); 2] = [("h200", 100_000.0, 500, 25.0), ("h100", 100_000.0, 500, 25.0)];
 
 impl DeviceModel {
-    /// The time of one batch of `rows` padded rows from which `legal` logits come back.
-    pub fn batch_time(&self, rows: usize, legal: usize) -> Duration {
+    /// The time of one batch of `rows` padded rows holding `positions` positions, from which
+    /// `legal` logits come back (with the positions' W/D/L logits).
+    pub fn batch_time(&self, rows: usize, positions: usize, legal: usize) -> Duration {
         let upload = rows * (INPUT1_LEN + INPUT2_LEN);
-        let download = legal * 4 + rows * VALUE_OUTPUTS * 4;
+        let download = (legal + positions * VALUE_OUTPUTS) * 4;
         let seconds = rows as f64 / self.evals_per_s + (upload + download) as f64 / self.bus_bytes_per_s;
         self.launch + Duration::from_secs_f64(seconds)
     }
@@ -68,7 +74,7 @@ impl std::str::FromStr for DeviceModel {
                 evals_per_s: evals,
                 launch: Duration::from_micros(launch_us),
                 bus_bytes_per_s: bus * 1e9,
-                pad_multiple: 64,
+                pad_multiple: CUDA_PAD_MULTIPLE,
             },
             None => {
                 let evals: f64 = head.parse().map_err(|_| {
@@ -84,7 +90,7 @@ impl std::str::FromStr for DeviceModel {
                     evals_per_s: evals,
                     launch: Duration::from_micros(PRESETS[0].2),
                     bus_bytes_per_s: PRESETS[0].3 * 1e9,
-                    pad_multiple: 64,
+                    pad_multiple: CUDA_PAD_MULTIPLE,
                 }
             }
         };
@@ -116,11 +122,11 @@ impl std::str::FromStr for DeviceModel {
 pub struct StageTimes {
     /// Encoding leaves into the staging buffers (features and legal-move labels).
     pub encode_ns: AtomicU64,
-    /// Waiting for the device while another caller's batch was on it.
+    /// Waiting for the device while another caller's batch held it.
     pub queue_ns: AtomicU64,
-    /// The device busy with a batch (the model's time).
+    /// The device held for a batch: the model's time, then the answer's copy and check.
     pub device_ns: AtomicU64,
-    /// Copying the answer back, checking it and decoding priors.
+    /// Decoding priors and W/D/L from the answer.
     pub decode_ns: AtomicU64,
     pub batches: AtomicU64,
     pub rows: AtomicU64,
@@ -154,21 +160,6 @@ impl StageTimes {
     }
 }
 
-impl std::ops::Sub for StageCounts {
-    type Output = StageCounts;
-    fn sub(self, o: StageCounts) -> StageCounts {
-        StageCounts {
-            encode_ns: self.encode_ns - o.encode_ns,
-            queue_ns: self.queue_ns - o.queue_ns,
-            device_ns: self.device_ns - o.device_ns,
-            decode_ns: self.decode_ns - o.decode_ns,
-            batches: self.batches - o.batches,
-            rows: self.rows - o.rows,
-            positions: self.positions - o.positions,
-        }
-    }
-}
-
 /// One simulated device: the model of its time and the lock that makes it one resource.
 pub struct SimulatedDevice {
     model: DeviceModel,
@@ -181,39 +172,35 @@ impl SimulatedDevice {
         Arc::new(SimulatedDevice { model, busy: Mutex::new(()), times: StageTimes::default() })
     }
 
-    pub fn model(&self) -> &DeviceModel {
-        &self.model
-    }
-
     /// Where the time went so far.
     pub fn times(&self) -> StageCounts {
         self.times.counts()
     }
 
-    /// Runs a batch: waits its turn, holds the device for the model's time, and writes the answer.
-    /// The answer is a fixed function of each logit's place (policy logits in [−2, 2], W/D/L
-    /// logits in [−1, 1]): priors and values vary from move to move and from row to row as a
-    /// network's do, and a run is reproducible.
-    fn forward(&self, batch: &LeafBatch, out: &mut LeafOutput) {
+    /// Runs a batch of the positions whose hashes are `keys`: waits its turn, holds the device
+    /// for the model's time (spinning), writes and checks the answer, and lets the device go. The
+    /// answer is a fixed function of each position and move (policy logits in [−2, 2], W/D/L
+    /// logits in [−1, 1]): priors and values vary from move to move and position to position as a
+    /// network's do, and a position gets the same answer wherever it sits in a batch.
+    fn forward(&self, batch: &LeafBatch, keys: &[u64], out: &mut LeafOutput) {
         let queued = Instant::now();
         let guard = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let started = Instant::now();
-        let wait = self.model.batch_time(batch.rows(), batch.legal_moves());
-        let done = started + wait;
-        // Sleep most of it and spin the rest: sleeping alone overshoots by up to a scheduler tick,
-        // which would add host time to the device's.
-        if let Some(sleep) = wait.checked_sub(Duration::from_micros(100)) {
-            std::thread::sleep(sleep);
-        }
+        let done = started + self.model.batch_time(batch.rows(), batch.len(), batch.legal_moves());
         while Instant::now() < done {
             std::hint::spin_loop();
         }
+        out.legal_logits.clear();
+        out.legal_logits.extend(batch.gather_indices().iter().map(|&g| {
+            let (row, label) = (g as usize / MOVE_LABELS, g as usize % MOVE_LABELS);
+            2.0 * pseudo_logit(keys[row] ^ (label as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        }));
+        out.wdl.clear();
+        out.wdl.extend(keys.iter().flat_map(|&k| (0..VALUE_OUTPUTS as u64).map(move |j| pseudo_logit(!k ^ j))));
+        let bad = out.non_finite_positions(batch);
         let device_end = Instant::now();
         drop(guard);
-        out.legal_logits.clear();
-        out.legal_logits.extend(batch.gather_indices().iter().map(|&g| pseudo_logit(g as u64) * 2.0));
-        out.wdl.clear();
-        out.wdl.extend((0..batch.len() * VALUE_OUTPUTS).map(|k| pseudo_logit(!(k as u64))));
+        debug_assert_eq!(bad, 0, "the simulated answer is finite");
         let t = &self.times;
         t.queue_ns.fetch_add((started - queued).as_nanos() as u64, Ordering::Relaxed);
         t.device_ns.fetch_add((device_end - started).as_nanos() as u64, Ordering::Relaxed);
@@ -234,8 +221,8 @@ fn pseudo_logit(x: u64) -> f32 {
 
 thread_local! {
     /// Each caller's own staging buffers, as a real network's services have.
-    static STAGING: RefCell<(LeafBatch, LeafOutput)> =
-        RefCell::new((LeafBatch::for_device(Device::Cpu), LeafOutput::default()));
+    static STAGING: RefCell<(LeafBatch, LeafOutput, Vec<u64>)> =
+        RefCell::new((LeafBatch::for_device(Device::Cpu), LeafOutput::default(), Vec::new()));
 }
 
 /// The evaluator that runs on a [`SimulatedDevice`]: encode, forward (simulated), check, decode.
@@ -252,15 +239,15 @@ impl SimulatedNetwork {
     pub fn evaluate_positions<P: Borrow<Position> + Sync>(&self, positions: &[P]) -> Vec<Evaluation> {
         STAGING.with(|staging| {
             let mut staging = staging.borrow_mut();
-            let (batch, out) = &mut *staging;
+            let (batch, out, keys) = &mut *staging;
             let t = &self.device.times;
             let start = Instant::now();
             batch.encode(positions, self.device.model.pad_multiple);
+            keys.clear();
+            keys.extend(positions.iter().map(|p| p.borrow().hash()));
             t.encode_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-            self.device.forward(batch, out);
+            self.device.forward(batch, keys, out);
             let start = Instant::now();
-            let bad = out.non_finite_positions(batch);
-            debug_assert_eq!(bad, 0, "the simulated answer is finite");
             let evaluations = batch.evaluations(out);
             t.decode_ns.fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
             evaluations
@@ -282,9 +269,10 @@ mod tests {
     fn batch_time_is_launch_plus_rows_plus_bytes() {
         let model: DeviceModel = "1000,launch=2,bus=1".parse().unwrap();
         assert_eq!(model.launch, Duration::from_millis(2));
-        // 100 rows at 1000/s = 100 ms; 100 × 9639 + 500 × 4 + 100 × 12 bytes at 1 GB/s ≈ 0.967 ms.
-        let t = model.batch_time(100, 500).as_secs_f64();
-        assert!((t - (0.002 + 0.1 + (100.0 * 9639.0 + 2000.0 + 1200.0) / 1e9)).abs() < 1e-9, "{t}");
+        // 100 rows (90 positions) at 1000/s = 100 ms; 100 × 9639 + 500 × 4 + 90 × 12 bytes at
+        // 1 GB/s ≈ 0.967 ms.
+        let t = model.batch_time(100, 90, 500).as_secs_f64();
+        assert!((t - (0.002 + 0.1 + (100.0 * 9639.0 + 2000.0 + 1080.0) / 1e9)).abs() < 1e-9, "{t}");
         let h200: DeviceModel = "h200".parse().unwrap();
         assert_eq!(h200.evals_per_s, 100_000.0);
         assert_eq!(h200.pad_multiple, 64);
@@ -321,7 +309,14 @@ mod tests {
                 assert!((e.wdl.iter().sum::<f32>() - 1.0).abs() < 1e-5);
             }
         }
-        // The same batch gets the same answer (the simulation is reproducible).
+        // The same batch gets the same answer (the simulation is reproducible), and a position the
+        // same answer wherever it sits in a batch.
         assert_eq!(answers[0], answers[1]);
+        let mut other = Position::startpos();
+        other.do_move(other.legal_moves()[3]);
+        let mixed = net.evaluate_positions(&[other.clone(), Position::startpos()]);
+        assert_eq!(mixed[1], answers[0][0]);
+        assert_ne!(mixed[0].wdl, mixed[1].wdl);
+        assert_eq!(net.evaluate_positions(&[other])[0], mixed[0]);
     }
 }

@@ -39,4 +39,4 @@ pub use error::{PipelineError, Result};
 pub use events::{Event, MatchSummary};
 pub use pipeline::{prepare, run, PipelineOptions, PipelineSummary, Prepared, StopReason};
 pub use run::{write_model_zero, Run, RunOverrides};
-pub use run_dir::{copy_checkpoint, ModelRef, RunDir};
+pub use run_dir::{copy_checkpoint, ModelRef, RunDir, RunFinished};

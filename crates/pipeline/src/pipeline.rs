@@ -159,6 +159,8 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
         run.install_model_zero(source)?;
     }
     let model_zero = run.model_zero()?;
+    // Before any stage starts: self-play must not find the end of an earlier, shorter run.
+    run.reopen_if_training_past_its_end()?;
     Ok(Prepared { run, resumed: options.resume, replaced_config, model_zero })
 }
 

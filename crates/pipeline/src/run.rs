@@ -55,6 +55,19 @@ impl Run {
         Ok(self)
     }
 
+    /// Takes away the run's end marker (`finished.json`) when this process's trainer will train
+    /// past it (no step limit, or a larger one), so that self-play started beside it plays on.
+    pub fn reopen_if_training_past_its_end(&self) -> Result<()> {
+        let steps = self.config.run.steps;
+        if let Some(end) = self.dir.finished()? {
+            if steps == 0 || steps > end.step {
+                tracing::info!("the run ended at step {}; training on to {} reopens it", end.step, steps_text(steps));
+                self.dir.reopen()?;
+            }
+        }
+        Ok(())
+    }
+
     /// Gives libtorch `[run] threads` CPU threads (0 leaves libtorch's default).
     pub fn set_threads(&self) {
         if self.config.run.threads > 0 {
@@ -86,6 +99,14 @@ impl Run {
         copy_checkpoint(source, &path)?;
         tracing::info!(from = %source.display(), path = %path.display(), "model 0 copied in");
         Ok(())
+    }
+}
+
+fn steps_text(steps: u64) -> String {
+    if steps == 0 {
+        "no step limit".into()
+    } else {
+        format!("step {steps}")
     }
 }
 

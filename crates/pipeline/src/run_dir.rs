@@ -187,6 +187,50 @@ impl RunDir {
     pub fn has_current(&self) -> bool {
         self.current_file().is_file()
     }
+
+    /// `finished.json`: written when the trainer reaches the run's step limit. Self-play processes
+    /// following the run (`koma selfplay --run --follow`, Slurm array tasks) end when they see it.
+    pub fn finished_file(&self) -> PathBuf {
+        self.root.join("finished.json")
+    }
+
+    /// The run's end, if its trainer reached its step limit. A file that cannot be read as one is
+    /// an error naming it.
+    pub fn finished(&self) -> Result<Option<RunFinished>> {
+        let file = self.finished_file();
+        match std::fs::read_to_string(&file) {
+            Ok(text) => serde_json::from_str(&text)
+                .map(Some)
+                .map_err(|e| PipelineError::Run { path: file, message: format!("not a run's end marker: {e}") }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io(file)(e)),
+        }
+    }
+
+    /// Marks the run finished at `step` (written durably: a reader sees it whole or not at all).
+    pub fn mark_finished(&self, step: u64) -> Result<()> {
+        let unix_seconds =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let text = serde_json::to_string(&RunFinished { step, unix_seconds }).expect("serialisable");
+        koma_base::durable::write(&self.finished_file(), text.as_bytes())?;
+        Ok(())
+    }
+
+    /// Takes the end marker away: a trainer that trains on past it (a larger step limit, or none)
+    /// reopens the run.
+    pub fn reopen(&self) -> Result<()> {
+        match std::fs::remove_file(self.finished_file()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(self.finished_file())(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// What `finished.json` holds: the trainer's last step and when it got there.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunFinished {
+    pub step: u64,
+    pub unix_seconds: u64,
 }
 
 /// Copies a checkpoint to `to` and `to`'s sidecar, published as a pair (`checkpoint::publish_pair`:

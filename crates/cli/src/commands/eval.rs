@@ -51,12 +51,24 @@ pub fn run(args: Args) -> Result<()> {
     }
     let net = Network::load(&args.model, &args.run.options()?)
         .with_context(|| format!("loading {}", args.model.display()))?;
-    let evals: Vec<Evaluation> = net.evaluate(&positions)?;
-    // The raw logits, for --json's policy_logits and wdl_logits.
+    // One forward pass with every logit (--json prints them); the evaluations from it.
     let mut batch = InputBatch::new();
     batch.encode(&positions);
     let mut raw = RawOutput::new();
     net.forward(&batch, &mut raw)?;
+    let evals: Vec<Evaluation> = positions
+        .iter()
+        .enumerate()
+        .map(|(i, pos)| {
+            let mut labels = Vec::new();
+            encoding::legal_labels(pos, &pos.legal_moves(), &mut labels);
+            let mut priors = Vec::new();
+            encoding::legal_priors(raw.policy(i), &labels, &mut priors);
+            let mut wdl = raw.wdl_logits(i);
+            encoding::softmax_in_place(&mut wdl);
+            Evaluation { priors, wdl }
+        })
+        .collect();
 
     if !args.json {
         let meta = net.meta().expect("loaded from a checkpoint");

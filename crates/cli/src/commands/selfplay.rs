@@ -73,7 +73,8 @@ pub fn load_selfplay_config(path: Option<&PathBuf>) -> Result<SelfPlayConfig> {
     Ok(config)
 }
 
-/// `--run DIR --follow`: the pipeline's self-play stage with a status line, until Ctrl-C.
+/// `--run DIR --follow`: the pipeline's self-play stage with a status line, until Ctrl-C or the
+/// run's end (`finished.json`, written when the trainer reaches `[run] steps`), then exit 0.
 /// `device` replaces the run's `[run] device` (a cluster task names the devices it was given).
 fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, json: bool) -> Result<()> {
     let overrides = RunOverrides { device: device.map(str::to_string), selfplay_seed: seed, steps: None };
@@ -115,6 +116,9 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, js
             run.dir.selfplay_dir().display(),
             summary.models.join(" → ")
         );
+        if let Some(step) = summary.run_finished {
+            println!("the run is finished: its trainer reached step {step} ({})", run.dir.finished_file().display());
+        }
     }
     Ok(())
 }
@@ -143,7 +147,7 @@ pub fn run(args: Args) -> Result<()> {
         .map(|options| {
             let network = Network::load(&model, options)
                 .with_context(|| format!("loading {} on {}", model.display(), options.device))?;
-            let accelerator = network.device() != tch::Device::Cpu;
+            let accelerator = network.is_accelerator();
             Ok(InferenceDevice { slot: SharedNetwork::slot(network, &model_name), accelerator })
         })
         .collect::<Result<Vec<_>>>()?;

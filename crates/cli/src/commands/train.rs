@@ -30,7 +30,9 @@ pub struct Args {
     #[arg(long)]
     model: Option<String>,
     /// Train until this step (a resumed run counts the steps it already took). Required unless
-    /// --follow.
+    /// --follow or --run. With --run, the run's `[run] steps` is the default (0: no limit); a run
+    /// whose trainer reaches it is marked finished (RUN/finished.json) and the self-play processes
+    /// that follow it end.
     #[arg(long)]
     steps: Option<u64>,
     /// Trainer settings: TOML (a `[train]` table or a bare file) or JSON; see docs/training.md.
@@ -121,8 +123,7 @@ fn apply_training_overrides(args: &Args, c: &mut TrainConfig) {
 /// `--run DIR`: the run with this process's device, step count and trainer overrides.
 fn open_run(args: &Args, dir: &std::path::Path) -> Result<Run> {
     // --device is the run's device for this process: the gatekeeper's games run on it too.
-    let overrides =
-        RunOverrides { device: args.device.clone(), steps: Some(args.steps.unwrap_or(0)), selfplay_seed: None };
+    let overrides = RunOverrides { device: args.device.clone(), steps: args.steps, selfplay_seed: None };
     let mut run = Run::open(dir, &overrides)?;
     if let Some(threads) = args.threads {
         run.config.run.threads = threads;
@@ -135,6 +136,7 @@ fn open_run(args: &Args, dir: &std::path::Path) -> Result<Run> {
     train_config.lr.check_bounded((steps > 0).then_some(steps), false)?;
     // Model 0 before the gatekeeper starts: it makes model 0 the self-play model.
     run.model_zero()?;
+    run.reopen_if_training_past_its_end()?;
     Ok(run)
 }
 

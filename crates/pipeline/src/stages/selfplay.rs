@@ -106,6 +106,8 @@ pub struct SelfPlaySummary {
     pub records_written: usize,
     /// The models this process played with, in order.
     pub models: Vec<String>,
+    /// The step the run ended at, when its end (`finished.json`) is what ended this self-play.
+    pub run_finished: Option<u64>,
 }
 
 fn stopped(stop: &AtomicBool) -> bool {
@@ -253,6 +255,10 @@ fn play(
     events: &Sender<Event>,
     share: Option<Arc<CoreShare>>,
 ) -> Result<SelfPlaySummary> {
+    if let Some(end) = run.finished()? {
+        tracing::info!("the run is finished (step {}, {}): no self-play", end.step, run.finished_file().display());
+        return Ok(SelfPlaySummary { run_finished: Some(end.step), ..SelfPlaySummary::default() });
+    }
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let mut options = config.inference_options()?;
     if let Some(share) = &share {
@@ -264,7 +270,7 @@ fn play(
     let devices: Vec<InferenceDevice> = networks
         .into_iter()
         .map(|n| InferenceDevice {
-            accelerator: n.device() != tch::Device::Cpu,
+            accelerator: n.is_accelerator(),
             slot: EvaluatorSlot::new(served(n, &share), &first.name()),
         })
         .collect();
@@ -293,6 +299,10 @@ fn play(
     let sink: Sender<GameSamples> = records.as_ref().map_or_else(|| writer.sender(), |r| r.sender());
     let starts = start_positions(config);
     let finished = AtomicBool::new(false);
+    // Self-play's own stop: the caller's, or the run's end (`finished.json`) seen by the follower.
+    // Kept apart from the caller's flag, which in `koma pipeline` stops every stage.
+    let selfplay_stop = Arc::new(AtomicBool::new(false));
+    let run_finished = std::sync::Mutex::new(None::<u64>);
     let mut tensorboard = SelfPlayTensorboard::open(run, config.run.tensorboard);
     let started = Instant::now();
     let models = std::sync::Mutex::new(Vec::<String>::new());
@@ -300,7 +310,7 @@ fn play(
         // The follower: swaps in the run's current model whenever it changes.
         let follower = scope.spawn(|| {
             // If the follower dies, self-play must not play on with a model nobody updates.
-            let _stop_selfplay_on_panic = RaiseOnPanic(&stop);
+            let _stop_selfplay_on_panic = RaiseOnPanic(&selfplay_stop);
             let mut loaded = first.clone();
             // A model that failed to load, and how often: tried again a few times (a file system
             // that shows a rename late), then left alone while self-play keeps its last good one.
@@ -308,10 +318,27 @@ fn play(
             let mut last_look = Instant::now();
             while !finished.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
-                if last_look.elapsed() < MODEL_POLL {
+                if stopped(&stop) {
+                    selfplay_stop.store(true, Ordering::SeqCst);
+                }
+                if stopped(&selfplay_stop) || last_look.elapsed() < MODEL_POLL {
                     continue;
                 }
                 last_look = Instant::now();
+                match run.finished() {
+                    Ok(Some(end)) => {
+                        tracing::info!(
+                            "the run is finished at step {} ({}): self-play ends, its finished games written",
+                            end.step,
+                            run.finished_file().display()
+                        );
+                        *run_finished.lock().unwrap_or_else(|e| e.into_inner()) = Some(end.step);
+                        selfplay_stop.store(true, Ordering::SeqCst);
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => tracing::warn!("self-play: looking for the run's end: {e}"),
+                }
                 let current = match run.current_model() {
                     Ok(Some(m)) if m != loaded => m,
                     Ok(_) => continue,
@@ -361,7 +388,7 @@ fn play(
             &devices,
             usize::MAX,
             sink,
-            stop.clone(),
+            selfplay_stop.clone(),
             Duration::from_millis(500),
             &mut |p| {
                 tensorboard.observe(p);
@@ -378,6 +405,7 @@ fn play(
         }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
+    summary.run_finished = run_finished.into_inner().unwrap_or_else(|e| e.into_inner());
     // Whatever ended self-play, the games finished before it are written first.
     if let Some(tee) = records {
         summary.records_written = tee.finish().written;
@@ -443,5 +471,56 @@ mod tests {
         // The same model on the first device alone is fine.
         let (model, networks) = first_usable_model(&run, current.clone(), &[RunOptions::cpu()]).unwrap();
         assert_eq!((model, networks.len()), (current, 1));
+    }
+
+    #[test]
+    fn self_play_ends_by_itself_when_the_run_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = "[run]\nthreads = 1\ngames_per_shard = 1\n[model]\npreset = \"tiny\"\n\
+                      [selfplay]\ngames_per_worker = 2\nsimulations = 4\ncheap_simulations = 2\nmax_plies = 12\n";
+        RunDir::new(dir.path()).create(config).unwrap();
+        let run = Run::open(dir.path(), &crate::RunOverrides::default()).unwrap();
+        run.model_zero().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (events, _receiver) = crossbeam::channel::unbounded();
+        let summary = std::thread::scope(|scope| {
+            let selfplay = scope.spawn(|| super::run(&run, stop.clone(), &events, None));
+            // Games get played, then the trainer's end arrives.
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while run.dir.selfplay_dir().read_dir().unwrap().count() == 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            run.dir.mark_finished(250).unwrap();
+            selfplay.join().unwrap()
+        })
+        .unwrap();
+        assert_eq!(summary.run_finished, Some(250));
+        assert!(summary.games_written >= 1, "the games finished before the end are written");
+        assert!(!stop.load(Ordering::SeqCst), "the caller's stop (every stage's, in koma pipeline) is left alone");
+        // A process started on a finished run plays nothing.
+        let again = super::run(&run, stop.clone(), &events, None).unwrap();
+        assert_eq!((again.run_finished, again.stats.games), (Some(250), 0));
+        // A trainer that will train past the end takes it away; one that stops there keeps it.
+        let longer = Run {
+            config: PipelineConfig {
+                run: crate::config::RunConfig { steps: 200, ..run.config.run.clone() },
+                ..run.config.clone()
+            },
+            ..run.clone()
+        };
+        longer.reopen_if_training_past_its_end().unwrap();
+        assert!(run.dir.finished().unwrap().is_some());
+        let unlimited = Run {
+            config: PipelineConfig {
+                run: crate::config::RunConfig { steps: 0, ..run.config.run.clone() },
+                ..run.config.clone()
+            },
+            ..run.clone()
+        };
+        unlimited.reopen_if_training_past_its_end().unwrap();
+        assert!(run.dir.finished().unwrap().is_none());
+        std::fs::write(run.dir.finished_file(), "{").unwrap();
+        let e = run.dir.finished().unwrap_err().to_string();
+        assert!(e.contains("finished.json") && e.contains("not a run's end marker"), "{e}");
     }
 }

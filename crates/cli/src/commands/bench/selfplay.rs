@@ -6,9 +6,9 @@
 //!
 //! With `--simulate-device SPEC`: a simulated accelerator ([`koma_nn::simulated`]) stands in for the
 //! forward pass while search, services, encoding and decoding run for real, and self-play runs
-//! twice at the same device: with one inference service (the design of before) and with several
-//! taking turns on it. Each design's device busy fraction, evaluations/s and where the time went
-//! are reported, and the ratio of the two.
+//! at the same device with one inference service (the design of before) and with several taking
+//! turns on it, `--rounds` times each in alternating order. Each design's device busy fraction,
+//! evaluations/s and where the time went are reported, and the ratio of the two.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,6 +53,10 @@ pub struct Args {
     /// inference service with --services (default 2) at that device.
     #[arg(long, value_name = "SPEC")]
     simulate_device: Option<String>,
+    /// With --simulate-device: rounds of both designs, in alternating order (one service first,
+    /// then the other first), so that a drift of the machine's speed falls on both.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
     #[command(flatten)]
     run: RunArgs,
 }
@@ -97,7 +101,7 @@ fn sample_positions(size: usize) -> Vec<Position> {
         .collect()
 }
 
-/// What one timed self-play run measured.
+/// What one timed self-play run measured, all read at its last progress report.
 struct Measured {
     seconds: f64,
     evaluations: u64,
@@ -105,6 +109,8 @@ struct Measured {
     moves: usize,
     games: usize,
     cpu_seconds: f64,
+    /// The simulated device's times at that report.
+    times: StageCounts,
 }
 
 impl Measured {
@@ -117,15 +123,28 @@ impl Measured {
     }
 }
 
-/// Self-play on `device` for `seconds` (the same games every time: seed 1).
-fn measure(config: &SelfPlayConfig, device: InferenceDevice, seconds: f64) -> Result<Measured> {
+/// Self-play on `device` for `seconds` (the same games every time: seed 1). Every figure is read
+/// in the same progress report, so the shutdown after it counts in none of them.
+fn measure(
+    config: &SelfPlayConfig,
+    device: InferenceDevice,
+    seconds: f64,
+    times: &dyn Fn() -> StageCounts,
+) -> Result<Measured> {
     let stop = Arc::new(AtomicBool::new(false));
     let (sink, games) = crossbeam::channel::unbounded();
-    let start = Instant::now();
     let cpu_start = process_cpu_seconds();
-    let (mut evaluations, mut batches, mut moves) = (0, 0, 0);
+    let mut measured = Measured {
+        seconds: 0.0,
+        evaluations: 0,
+        batches: 0,
+        moves: 0,
+        games: 0,
+        cpu_seconds: 0.0,
+        times: StageCounts::default(),
+    };
     let stop_flag = stop.clone();
-    let stats = koma_selfplay::run(
+    koma_selfplay::run(
         config,
         StartPositions::new(0.0, 0.0),
         &[device],
@@ -134,24 +153,29 @@ fn measure(config: &SelfPlayConfig, device: InferenceDevice, seconds: f64) -> Re
         stop,
         Duration::from_millis(250),
         &mut |p| {
-            evaluations = p.inference.positions;
-            batches = p.inference.batches;
-            moves = p.moves;
-            if start.elapsed().as_secs_f64() >= seconds {
+            if stop_flag.load(Ordering::Relaxed) {
+                return;
+            }
+            measured = Measured {
+                seconds: p.seconds,
+                evaluations: p.inference.positions,
+                batches: p.inference.batches,
+                moves: p.moves,
+                games: p.stats.games,
+                cpu_seconds: process_cpu_seconds() - cpu_start,
+                times: times(),
+            };
+            if p.seconds >= seconds {
                 stop_flag.store(true, Ordering::Relaxed);
             }
         },
     )
     .map_err(anyhow::Error::msg)?;
     drop(games);
-    Ok(Measured {
-        seconds: start.elapsed().as_secs_f64(),
-        evaluations,
-        batches,
-        moves,
-        games: stats.games,
-        cpu_seconds: process_cpu_seconds() - cpu_start,
-    })
+    if measured.evaluations == 0 {
+        bail!("self-play evaluated nothing in {seconds} s");
+    }
+    Ok(measured)
 }
 
 fn selfplay_config(args: &Args, services: usize) -> SelfPlayConfig {
@@ -183,12 +207,12 @@ fn network(args: &Args) -> Result<()> {
     let options = args.run.options()?;
     let config = ModelConfig::from_preset_or_file(&args.net)?;
     let network = Network::new(&config, &options, Some(0))?;
-    let accelerator = network.device() != tch::Device::Cpu;
+    let accelerator = network.is_accelerator();
     let shared = Arc::new(SharedNetwork::new(network));
     let selfplay = selfplay_config(args, args.services.unwrap_or(0));
     let services = selfplay.services_per_device(accelerator).min(args.workers);
     let device = InferenceDevice { slot: EvaluatorSlot::new(shared.clone(), "bench"), accelerator };
-    let m = measure(&selfplay, device, args.seconds)?;
+    let m = measure(&selfplay, device, args.seconds, &StageCounts::default)?;
     let mean_batch = m.mean_batch().round().max(1.0) as usize;
     // Measured twice after self-play; the better of the two is the ceiling on this shared, noisy
     // machine.
@@ -222,20 +246,29 @@ fn network(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// One design's figures at the simulated device.
-fn design_report(name: &str, services: usize, m: &Measured, times: StageCounts) -> serde_json::Value {
-    let per_eval = |ns: u64| ns as f64 / 1e3 / times.positions.max(1) as f64;
+/// One design's figures at the simulated device: each round's, and their means.
+fn design_report(name: &str, services: usize, rounds: &[Measured]) -> serde_json::Value {
+    let mean = |f: &dyn Fn(&Measured) -> f64| rounds.iter().map(f).sum::<f64>() / rounds.len() as f64;
+    let per_eval =
+        |ns: fn(&StageCounts) -> u64| mean(&|m: &Measured| ns(&m.times) as f64 / 1e3 / m.times.positions.max(1) as f64);
+    let busy = |m: &Measured| m.times.device_ns as f64 / 1e9 / m.seconds;
     json!({
-        "design": name, "services": services, "seconds": m.seconds,
-        "evaluations": m.evaluations, "evaluations_per_second": m.per_second(),
-        "device_busy_fraction": times.device_ns as f64 / 1e9 / m.seconds,
-        "mean_batch": m.mean_batch(), "mean_rows": times.rows as f64 / times.batches.max(1) as f64,
-        "moves": m.moves, "games": m.games,
+        "design": name, "services": services, "rounds": rounds.len(),
+        "seconds": mean(&|m| m.seconds),
+        "evaluations": rounds.iter().map(|m| m.evaluations).sum::<u64>(),
+        "evaluations_per_second": mean(&|m| m.per_second()),
+        "evaluations_per_second_by_round": rounds.iter().map(|m| m.per_second()).collect::<Vec<_>>(),
+        "device_busy_fraction": mean(&busy),
+        "device_busy_fraction_by_round": rounds.iter().map(busy).collect::<Vec<_>>(),
+        "mean_batch": mean(&|m| m.mean_batch()),
+        "mean_rows": mean(&|m| m.times.rows as f64 / m.times.batches.max(1) as f64),
+        "moves": rounds.iter().map(|m| m.moves).sum::<usize>(),
+        "games": rounds.iter().map(|m| m.games).sum::<usize>(),
         "us_per_evaluation": {
-            "encode": per_eval(times.encode_ns), "queue": per_eval(times.queue_ns),
-            "device": per_eval(times.device_ns), "decode": per_eval(times.decode_ns),
+            "encode": per_eval(|t| t.encode_ns), "queue": per_eval(|t| t.queue_ns),
+            "device": per_eval(|t| t.device_ns), "decode": per_eval(|t| t.decode_ns),
         },
-        "cpu_us_per_evaluation": 1e6 * m.cpu_seconds / m.evaluations.max(1) as f64,
+        "cpu_us_per_evaluation": mean(&|m| 1e6 * m.cpu_seconds / m.evaluations.max(1) as f64),
     })
 }
 
@@ -247,14 +280,23 @@ fn simulated(args: &Args, model: DeviceModel) -> Result<()> {
             args.workers
         );
     }
-    let mut reports = Vec::new();
-    for (name, services) in [("single", 1), ("multi", multi)] {
-        let device = SimulatedDevice::new(model);
-        let evaluator: Arc<dyn Evaluator> = Arc::new(SimulatedNetwork::new(device.clone()));
-        let slot = InferenceDevice { slot: EvaluatorSlot::new(evaluator, "simulated"), accelerator: true };
-        let m = measure(&selfplay_config(args, services), slot, args.seconds)?;
-        reports.push(design_report(name, services, &m, device.times()));
+    if args.rounds == 0 {
+        bail!("--rounds must be at least 1");
     }
+    let designs = [("single", 1), ("multi", multi)];
+    let mut measured: [Vec<Measured>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..args.rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for d in order {
+            let device = SimulatedDevice::new(model);
+            let evaluator: Arc<dyn Evaluator> = Arc::new(SimulatedNetwork::new(device.clone()));
+            let slot = InferenceDevice { slot: EvaluatorSlot::new(evaluator, "simulated"), accelerator: true };
+            let config = selfplay_config(args, designs[d].1);
+            measured[d].push(measure(&config, slot, args.seconds, &|| device.times())?);
+        }
+    }
+    let reports: Vec<serde_json::Value> =
+        designs.iter().zip(&measured).map(|(&(name, services), m)| design_report(name, services, m)).collect();
     let get = |r: &serde_json::Value, key: &str| r[key].as_f64().unwrap_or(0.0);
     let ratio = get(&reports[1], "evaluations_per_second") / get(&reports[0], "evaluations_per_second").max(1e-9);
     let load = load_average();
@@ -266,7 +308,7 @@ fn simulated(args: &Args, model: DeviceModel) -> Result<()> {
         println!(
             "{}",
             json!({
-                "bench": "selfplay", "simulated_device": device, "workers": args.workers,
+                "bench": "selfplay", "simulated_device": device, "workers": args.workers, "rounds": args.rounds,
                 "games_per_worker": args.games_per_worker, "max_batch": selfplay_config(args, 1).max_batch,
                 "designs": reports, "ratio": ratio, "load_average": load,
             })
@@ -306,6 +348,15 @@ fn simulated(args: &Args, model: DeviceModel) -> Result<()> {
         );
     }
     println!("evaluations/s, {multi} services ÷ 1: {ratio:.2}");
+    if args.rounds > 1 {
+        let by_round = |r: &serde_json::Value| {
+            r["evaluations_per_second_by_round"]
+                .as_array()
+                .map(|a| a.iter().map(|v| format!("{:.0}", v.as_f64().unwrap_or(0.0))).collect::<Vec<_>>().join(", "))
+                .unwrap_or_default()
+        };
+        println!("by round: one service {}; {multi} services {}", by_round(&reports[0]), by_round(&reports[1]));
+    }
     if let Some([one, five, _]) = load {
         println!("load average {one:.2} (1 min), {five:.2} (5 min)");
     }
