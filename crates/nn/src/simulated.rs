@@ -12,7 +12,7 @@
 //! The time of a batch of `rows` padded rows is
 //! `launch + rows / evals_per_s + (upload + download bytes) / bus_bytes_per_s`;
 //! "device busy" in the benchmark is the share of wall time the device is held for a batch.
-//! docs/benchmarks.md ("A simulated accelerator") gives the source of every default.
+//! docs/benchmarks.md ("Self-play inference on an accelerator") gives the source of every default.
 
 use std::borrow::Borrow;
 use std::cell::RefCell;
@@ -43,7 +43,7 @@ pub struct DeviceModel {
 }
 
 /// The named devices: `(name, evaluations/s of resnet10-swish in bf16, launch µs, bus GB/s)`.
-/// Sources in docs/benchmarks.md ("A simulated accelerator").
+/// Sources in docs/benchmarks.md ("Self-play inference on an accelerator").
 const PRESETS: [(&str, f64, u64, f64); 2] = [("h200", 100_000.0, 500, 25.0), ("h100", 100_000.0, 500, 25.0)];
 
 impl DeviceModel {

@@ -4,11 +4,15 @@
 //! takes, how the replay window grows, the learning rate and trainer step at each hour, when the
 //! schedule and the run end, and the disk the shards take. docs/plan.md explains the arithmetic.
 //!
-//! The model is deliberately simple and stated: self-play produces samples at a constant rate
-//! (`evals/s ÷ evaluations per move × full_search_fraction`); the trainer starts once the window
-//! holds `min_window_samples` and then trains at its capacity, never more than
-//! `samples_per_new_sample` × the samples produced so far (the follow ratio is cumulative, as the
-//! loader enforces it).
+//! The model is deliberately simple and stated: self-play keeps `workers × games_per_worker` games
+//! in flight in each of its processes, all started at once, so the first games end about one game
+//! latency (games in flight ÷ games per second) after the start, and from then on samples reach
+//! the shards at a constant rate (`evals/s ÷ evaluations per move × full_search_fraction`); the
+//! trainer starts once the window holds `min_window_samples` and then trains at its capacity,
+//! never more than `samples_per_new_sample` × the samples produced so far (the follow ratio is
+//! cumulative, as the loader enforces it). The host's CPU is checked against the device: the
+//! measured CPU time an evaluation costs (search, encode, decode) times the evaluations each
+//! process asks for, against the cores of its host.
 
 use serde::Serialize;
 
@@ -28,6 +32,14 @@ pub struct Throughput {
     pub evals_per_simulation: f64,
     /// Shard bytes on disk per sample (`koma bench data`: 60.5).
     pub bytes_per_sample: f64,
+    /// Self-play processes sharing `evals_per_s` (one per GPU of a Slurm array), each with the
+    /// config's `workers × games_per_worker` games in flight.
+    pub selfplay_processes: f64,
+    /// CPU cores of each self-play process's host.
+    pub host_cores: f64,
+    /// Host CPU time an evaluation costs in self-play (search, encode, decode): `koma bench
+    /// selfplay --simulate-device`'s CPU figure less the device's spin, in µs.
+    pub host_cpu_us_per_eval: f64,
     /// Where the figures come from, for the report.
     pub source: String,
 }
@@ -78,6 +90,23 @@ pub struct Plan {
     /// When the window reaches its `max`.
     pub window_full_hours: Option<f64>,
     pub disk_gb_per_hour: f64,
+    /// Games being played at once, all self-play processes together.
+    pub games_in_flight: f64,
+    /// How long a game takes from its first move to its last: games in flight ÷ games per second.
+    pub game_latency_minutes: f64,
+    /// How old a sample is, on average, when its shard reaches the trainer: half a game's latency
+    /// (its move was played that long before the game ended) and half a shard's filling.
+    pub data_age_minutes: f64,
+    /// The same in models published meanwhile.
+    pub data_age_models: f64,
+    /// Half-played games one self-play process loses when it restarts (a `scancel`, a time
+    /// limit), and their samples.
+    pub restart_loses_games: f64,
+    pub restart_loses_samples: f64,
+    /// Host cores each self-play process needs for its share of `evals_per_s`, its host's cores,
+    /// and which of device and host limits self-play.
+    pub host_cores_needed: f64,
+    pub bottleneck: String,
     pub rows: Vec<PlanRow>,
     /// What looks wrong about the config at these throughputs.
     pub warnings: Vec<String>,
@@ -91,6 +120,8 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
         ("trainer samples/s", throughput.train_samples_per_s),
         ("plies per game", throughput.plies_per_game),
         ("evaluations per simulation", throughput.evals_per_simulation),
+        ("self-play processes", throughput.selfplay_processes),
+        ("host cores", throughput.host_cores),
     ] {
         if !(value > 0.0 && value.is_finite()) {
             return Err(format!("{name} = {value}: must be a positive number"));
@@ -103,6 +134,11 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     let moves_per_s = throughput.evals_per_s / (simulations_per_move * throughput.evals_per_simulation);
     let samples_per_s = moves_per_s * f;
     let games_per_s = moves_per_s / throughput.plies_per_game;
+    let processes = throughput.selfplay_processes;
+    let games_in_flight = processes * (sp.workers.max(1) * sp.games_per_worker.max(1)) as f64;
+    let latency_s = games_in_flight / games_per_s;
+    // Samples in the shards by time t: none until the first games end, then the steady rate.
+    let produced = |t: f64| samples_per_s * (t - latency_s).max(0.0);
     let ratio = train.follow.samples_per_new_sample;
     let ratio_limit = if ratio > 0.0 { ratio * samples_per_s } else { f64::INFINITY };
     let (train_rate, limited_by) = if throughput.train_samples_per_s <= ratio_limit {
@@ -122,7 +158,7 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     }
     // The window holds everything produced until it outgrows `c`, so the first step comes when
     // the samples produced reach `min_window_samples` (or the window's formula does).
-    let first_step_s = time_until(|t| window.of((samples_per_s * t) as usize) as f64 >= min_window, samples_per_s)?;
+    let first_step_s = time_until(|t| window.of(produced(t) as usize) as f64 >= min_window, samples_per_s)?;
     let batch = train.batch_size.max(1) as f64;
     // Samples trained by time t: the trainer's capacity since its first step, capped by the ratio.
     let seen_at = |t: f64| -> f64 {
@@ -131,7 +167,7 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
         }
         let by_speed = throughput.train_samples_per_s * (t - first_step_s);
         if ratio > 0.0 {
-            by_speed.min(ratio * samples_per_s * t)
+            by_speed.min(ratio * produced(t))
         } else {
             by_speed
         }
@@ -167,16 +203,16 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
             .unwrap_or(0.0)
     };
     let window_full_s =
-        time_until(|t| window.of((samples_per_s * t) as usize) >= window.max, samples_per_s).ok().filter(|&t| t < 1e12);
+        time_until(|t| window.of(produced(t) as usize) >= window.max, samples_per_s).ok().filter(|&t| t < 1e12);
     let disk_gb_per_hour = samples_per_s * 3600.0 * throughput.bytes_per_sample / 1e9;
     let end_s = run_end_s.unwrap_or(f64::INFINITY).min(horizon_hours * 3600.0);
     let row = |t: f64| {
-        let samples = samples_per_s * t;
+        let samples = produced(t);
         let seen = seen_at(t);
         let step = step_at(t);
         PlanRow {
             hours: t / 3600.0,
-            games: games_per_s * t,
+            games: games_per_s * (t - latency_s).max(0.0),
             samples,
             window: window.of(samples as usize),
             trainer_step: step,
@@ -211,6 +247,30 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
 
     let mut warnings = Vec::new();
     let minutes = |s: f64| s / 60.0;
+    // A sample's move was played on average half a game before the game ended; its shard waits
+    // for `games_per_shard` games of its process, half of that on average.
+    let shard_fill_s = config.run.games_per_shard.max(1) as f64 / (games_per_s / processes);
+    let data_age_s = 0.5 * latency_s + 0.5 * shard_fill_s;
+    let host_cores_needed = throughput.evals_per_s / processes * throughput.host_cpu_us_per_eval * 1e-6;
+    let bottleneck = if host_cores_needed > throughput.host_cores {
+        warnings.push(format!(
+            "each self-play host needs {host_cores_needed:.1} cores for {:.0} evaluations/s at {:.1} CPU µs each, and              has {:.0}: the host's CPU, not the device, limits self-play (fewer simulations, more cores, or a              smaller evals/s in this plan)",
+            throughput.evals_per_s / processes,
+            throughput.host_cpu_us_per_eval,
+            throughput.host_cores
+        ));
+        "the host's CPU"
+    } else {
+        "the device"
+    };
+    if latency_s > seconds_per_model {
+        warnings.push(format!(
+            "a game lasts {:.1} minutes, longer than the {:.1} minutes between models: most of a game's moves are              played by a model already replaced, and its samples reach the trainer {:.1} models late (fewer              games_per_worker, or a larger checkpoint_every)",
+            minutes(latency_s),
+            minutes(seconds_per_model),
+            data_age_s / seconds_per_model
+        ));
+    }
     if minutes(first_model_s) > 30.0 {
         warnings.push(format!(
             "the first trained model comes after {:.0} minutes: self-play plays model 0 (random) until then \
@@ -272,6 +332,14 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
         run_end_hours: run_end_s.map(|s| s / 3600.0),
         window_full_hours: window_full_s.map(|s| s / 3600.0),
         disk_gb_per_hour,
+        games_in_flight,
+        game_latency_minutes: minutes(latency_s),
+        data_age_minutes: minutes(data_age_s),
+        data_age_models: data_age_s / seconds_per_model,
+        restart_loses_games: games_in_flight / processes,
+        restart_loses_samples: games_in_flight / processes * 0.5 * throughput.plies_per_game * f,
+        host_cores_needed,
+        bottleneck: bottleneck.to_string(),
         rows,
         warnings,
     })
@@ -313,6 +381,9 @@ mod tests {
             plies_per_game: 100.0,
             evals_per_simulation: 1.0,
             bytes_per_sample: 60.0,
+            selfplay_processes: 1.0,
+            host_cores: 16.0,
+            host_cpu_us_per_eval: 12.0,
             source: "test".into(),
         }
     }
@@ -329,7 +400,11 @@ mod tests {
         assert!((p.simulations_per_move - per_move).abs() < 1e-9);
         let samples_per_s = 900.0 / per_move * f;
         assert!((p.samples_per_hour - samples_per_s * 3600.0).abs() < 1e-6);
-        let first_step = config.train.follow.min_window_samples as f64 / samples_per_s;
+        // The first games end one game latency after the start: games in flight ÷ games/s.
+        let games_per_s = 900.0 / per_move / 100.0;
+        let latency = (sp.workers * sp.games_per_worker) as f64 / games_per_s;
+        assert!((p.game_latency_minutes * 60.0 - latency).abs() < 1e-6);
+        let first_step = latency + config.train.follow.min_window_samples as f64 / samples_per_s;
         assert!((p.first_step_minutes * 60.0 - first_step).abs() <= 1.5, "{} vs {first_step}", p.first_step_minutes);
         // The trainer is limited by its own speed or the ratio, whichever is lower.
         let ratio_limit = config.train.follow.samples_per_new_sample * samples_per_s;
@@ -340,9 +415,47 @@ mod tests {
         assert_eq!(p.run_end_hours, Some(0.5));
         assert!((p.rows.last().unwrap().hours - 0.5).abs() < 1e-9);
         let last = p.rows.last().unwrap();
-        assert!((last.samples - samples_per_s * 1800.0).abs() < 1e-6);
+        assert!((last.samples - samples_per_s * (1800.0 - latency)).abs() < 1e-6);
         assert!(last.trainer_step > 0 && last.models == last.trainer_step / config.train.checkpoint_every);
         assert!(p.rows.windows(2).all(|w| w[0].hours < w[1].hours && w[0].trainer_step <= w[1].trainer_step));
+    }
+
+    /// Game latency, the data's age, what a restart loses and the host's CPU, by hand: 32
+    /// processes of 12 × 256 games at 800 simulations (gpu-az before it was re-sized).
+    #[test]
+    fn long_games_and_a_busy_host_are_named() {
+        let mut config = PipelineConfig::embedded_default();
+        let sp = &mut config.selfplay;
+        (sp.workers, sp.games_per_worker, sp.simulations, sp.cheap_simulations, sp.full_search_fraction) =
+            (12, 256, 800, 800, 1.0);
+        config.run.games_per_shard = 128;
+        config.train.checkpoint_every = 1000;
+        config.train.batch_size = 4096;
+        let mut t = Throughput { selfplay_processes: 32.0, ..throughput(32.0 * 28_000.0, 8000.0) };
+        let p = plan(&config, &t, 24.0).unwrap();
+        // 35 moves/s a process, 0.35 games/s: 3 072 games last 8 777 s.
+        let games_per_s = 32.0 * 28_000.0 / 800.0 / 100.0;
+        assert!((p.games_in_flight - 32.0 * 3072.0).abs() < 1e-9);
+        let latency = 32.0 * 3072.0 / games_per_s;
+        assert!((p.game_latency_minutes * 60.0 - latency).abs() < 1e-6, "{}", p.game_latency_minutes);
+        let shard_fill = 128.0 / (games_per_s / 32.0);
+        assert!((p.data_age_minutes * 60.0 - 0.5 * (latency + shard_fill)).abs() < 1e-6);
+        assert!((p.data_age_models - p.data_age_minutes / p.minutes_per_model).abs() < 1e-9);
+        assert_eq!(p.restart_loses_games, 3072.0);
+        assert!((p.restart_loses_samples - 3072.0 * 50.0).abs() < 1e-9);
+        assert!(p.first_step_minutes * 60.0 >= latency, "no step before the first games end");
+        assert!(
+            p.warnings.iter().any(|w| w.contains("longer than the") && w.contains("between models")),
+            "{:?}",
+            p.warnings
+        );
+        assert!((p.host_cores_needed - 28_000.0 * 12e-6).abs() < 1e-9);
+        assert_eq!(p.bottleneck, "the device");
+        // A host of 2 cores at 100 µs an evaluation cannot ask 28 k/s of its device.
+        (t.host_cores, t.host_cpu_us_per_eval) = (2.0, 100.0);
+        let p = plan(&config, &t, 24.0).unwrap();
+        assert_eq!(p.bottleneck, "the host's CPU");
+        assert!(p.warnings.iter().any(|w| w.contains("needs 2.8 cores")), "{:?}", p.warnings);
     }
 
     /// `decay_steps = 0`: the cosine ends with the run's 30 minutes, half-way at 15, and a config

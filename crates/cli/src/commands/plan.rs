@@ -33,6 +33,18 @@ pub struct Args {
     /// Shard bytes per sample on disk (`koma bench data`: 60.5).
     #[arg(long, default_value_t = 60.5)]
     bytes_per_sample: f64,
+    /// Self-play processes sharing --evals-per-s (one per GPU of a Slurm array), each with the
+    /// config's workers × games_per_worker games in flight.
+    #[arg(long, default_value_t = 1.0)]
+    selfplay_processes: f64,
+    /// CPU cores of each self-play host (default: this machine's).
+    #[arg(long)]
+    host_cores: Option<f64>,
+    /// Host CPU µs an evaluation costs in self-play: search, encode and decode (`koma bench
+    /// selfplay --simulate-device`: its CPU figure less the device's; 12 on the 2-core machine of
+    /// docs/benchmarks.md).
+    #[arg(long, default_value_t = 12.0)]
+    host_cpu_us_per_eval: f64,
     /// The timeline's horizon in hours (it also ends at the run's own end).
     #[arg(long, default_value_t = 168.0)]
     hours: f64,
@@ -83,6 +95,9 @@ pub fn run(args: Args) -> Result<()> {
         plies_per_game: args.plies_per_game,
         evals_per_simulation: args.evals_per_simulation,
         bytes_per_sample: args.bytes_per_sample,
+        selfplay_processes: args.selfplay_processes,
+        host_cores: args.host_cores.unwrap_or(koma_base::cpu::cores() as f64),
+        host_cpu_us_per_eval: args.host_cpu_us_per_eval,
         source: sources.join("; "),
     };
     let p = plan(&config, &throughput, args.hours).map_err(anyhow::Error::msg)?;
@@ -133,6 +148,22 @@ fn print_plan(name: &str, p: &Plan) {
     println!(
         "  self-play: {:.1} simulations a move → {:.0} games/h, {:.0} samples/h ({:.0} plies a game), shards {:.2} GB/h",
         p.simulations_per_move, p.games_per_hour, p.samples_per_hour, t.plies_per_game, p.disk_gb_per_hour
+    );
+    println!(
+        "  games: {:.0} in flight ({:.0} process(es)), each lasting {:.1} min; samples reach the trainer {:.1} min \
+         ({:.1} models) after their move; a restart of one process loses {:.0} half-played games ({:.0} samples)",
+        p.games_in_flight,
+        t.selfplay_processes,
+        p.game_latency_minutes,
+        p.data_age_minutes,
+        p.data_age_models,
+        p.restart_loses_games,
+        p.restart_loses_samples
+    );
+    println!(
+        "  host: {:.1} of {:.0} cores per self-play process for search, encoding and decoding ({:.1} µs an \
+         evaluation); self-play is limited by {}",
+        p.host_cores_needed, t.host_cores, t.host_cpu_us_per_eval, p.bottleneck
     );
     println!("  trainer: {:.0} samples/s once started, limited by {}", p.train_samples_per_s, p.trainer_limited_by);
     println!(
