@@ -458,6 +458,28 @@ mod tests {
         assert!(p.warnings.iter().any(|w| w.contains("needs 2.8 cores")), "{:?}", p.warnings);
     }
 
+    /// The GPU configs at the throughputs their comments state: a trained model within 15 minutes
+    /// and games shorter than the time between models.
+    #[test]
+    fn the_gpu_configs_train_early_and_play_short_games() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        for (file, evals, train, processes) in
+            [("gpu-small.toml", 100_000.0, 20_000.0, 1.0), ("gpu-az.toml", 900_000.0, 8000.0, 32.0)]
+        {
+            let config = PipelineConfig::from_file(&root.join(file)).unwrap();
+            let t = Throughput { selfplay_processes: processes, ..throughput(evals, train) };
+            let p = plan(&config, &t, 200.0).unwrap();
+            assert!(p.first_model_minutes < 15.0, "{file}: first model after {} min", p.first_model_minutes);
+            assert!(
+                p.game_latency_minutes < p.minutes_per_model,
+                "{file}: games last {} min, a model every {} min",
+                p.game_latency_minutes,
+                p.minutes_per_model
+            );
+            assert_eq!(p.bottleneck, "the device", "{file}");
+        }
+    }
+
     /// `decay_steps = 0`: the cosine ends with the run's 30 minutes, half-way at 15, and a config
     /// without a limit is warned of.
     #[test]
