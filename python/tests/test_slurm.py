@@ -221,33 +221,36 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
         assert ", stopped" in f.read(), logs()
     assert not [f for f in os.listdir(os.path.join(rundir, "selfplay")) if ".tmp-" in f], "a stopped run left a temporary"
 
-    # The run gets an end ([run] steps, 20 past the state), and a trainer and a self-play task are
-    # submitted again. The trainer resumes at the state's step over every shard of both tasks;
-    # when it reaches the end it marks the run finished, and both jobs end by themselves, no
-    # scancel: a cluster run that ends.
+    # The run gets an end ([run] steps, 20 past the state); a trainer is submitted again, then,
+    # once it has resumed at the state's step over every shard of both tasks, one self-play task.
+    # When the trainer reaches the end it marks the run finished, and both jobs end by themselves,
+    # no scancel: a cluster run that ends.
     end = step + 20
     config_toml = os.path.join(rundir, "config.toml")
-    with open(config_toml) as f:
+    with open(config_toml, encoding="utf-8") as f:
         text = f.read()
-    with open(config_toml, "w") as f:
+    assert "[run]\n" in text and not re.search(r"^steps\s*=", text, re.M), text
+    with open(config_toml, "w", encoding="utf-8") as f:
         f.write(text.replace("[run]\n", f"[run]\nsteps = {end}\n", 1))
     all_shards = shards(rundir)
     samples = sum(read_shard(s)[0] for s in all_shards)
-    r = run([*submit, "--selfplay-tasks", "1"], env=env)
+    r = run([*submit, "--no-selfplay"], env=env)
     assert r.returncode == 0, r.stderr
-    ids = dict(line.split() for line in r.stdout.split("\n") if line.strip())
-    resumed = os.path.join(logs_dir, f"slurm-trainer-{ids['trainer']}.out")
+    again = r.stdout.split()[1]
+    resumed = os.path.join(logs_dir, f"slurm-trainer-{again}.out")
     line = re.compile(rf"resuming at step {step} → {end} .*window \d+ of {samples} samples in {len(all_shards)} shards")
-    wait_for(lambda: os.path.exists(resumed) and line.search(open(resumed).read()), 180,
+    read = lambda path: open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    wait_for(lambda: line.search(read(resumed)), 180,
              f"the trainer to resume at step {step} over {len(all_shards)} shards", logs)
+    r = run([*submit, "--no-trainer", "--selfplay-tasks", "1"], env=env)
+    assert r.returncode == 0, r.stderr
+    selfplay_job = r.stdout.split()[1]
     wait_for(lambda: not [l for l in jobs(env) if l.strip()], 400, "the trainer and self-play to end by themselves", logs)
-    with open(os.path.join(rundir, "finished.json")) as f:
+    with open(os.path.join(rundir, "finished.json"), encoding="utf-8") as f:
         assert json.load(f)["step"] == end
-    with open(resumed) as f:
-        trainer_log = f.read()
+    trainer_log = read(resumed)
     assert f"..{end} " in trainer_log and ", stopped" not in trainer_log, logs()
-    selfplay_logs = [f for f in os.listdir(logs_dir) if f.startswith(f"slurm-selfplay-{ids['selfplay']}")]
+    selfplay_logs = [f for f in os.listdir(logs_dir) if f.startswith(f"slurm-selfplay-{selfplay_job}_")]
     assert selfplay_logs, logs()
     for name in selfplay_logs:
-        with open(os.path.join(logs_dir, name)) as f:
-            assert f"the run is finished: its trainer reached step {end}" in f.read(), logs()
+        assert f"the run is finished at step {end}" in read(os.path.join(logs_dir, name)), logs()

@@ -160,7 +160,7 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
     }
     let model_zero = run.model_zero()?;
     // Before any stage starts: self-play must not find the end of an earlier, shorter run.
-    run.reopen_if_training_past_its_end()?;
+    run.reopen_if_training_past_its_end(true)?;
     Ok(Prepared { run, resumed: options.resume, replaced_config, model_zero })
 }
 
@@ -219,7 +219,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             })
         });
         let selfplay =
-            scope.spawn(|| stages::selfplay::run(stages_run, stages_stop.clone(), stage_events, core_share.clone()));
+            // The pipeline's own trainer ends the run (the stop below), not the end marker.
+            scope.spawn(|| {
+                stages::selfplay::run(stages_run, stages_stop.clone(), stage_events, core_share.clone(), false)
+            });
         let mut side = Vec::new();
         if config.gating.enabled {
             let gatekeeper = scope.spawn(|| stages::gatekeeper::run(stages_run, stages_stop.clone(), stage_events));

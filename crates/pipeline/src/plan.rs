@@ -251,10 +251,14 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     // for `games_per_shard` games of its process, half of that on average.
     let shard_fill_s = config.run.games_per_shard.max(1) as f64 / (games_per_s / processes);
     let data_age_s = 0.5 * latency_s + 0.5 * shard_fill_s;
+    // The search, encoding and decoding; an accelerator's services also spin a core each while
+    // their batch is on the device, which `--host-cores` should leave out (docs/plan.md).
     let host_cores_needed = throughput.evals_per_s / processes * throughput.host_cpu_us_per_eval * 1e-6;
     let bottleneck = if host_cores_needed > throughput.host_cores {
         warnings.push(format!(
-            "each self-play host needs {host_cores_needed:.1} cores for {:.0} evaluations/s at {:.1} CPU µs each, and              has {:.0}: the host's CPU, not the device, limits self-play (fewer simulations, more cores, or a              smaller evals/s in this plan)",
+            "each self-play host needs {host_cores_needed:.1} cores for {:.0} evaluations/s at {:.1} CPU µs each, and \
+             has {:.0}: the host's CPU, not the device, limits self-play (fewer simulations, more cores, or a \
+             smaller evals/s in this plan)",
             throughput.evals_per_s / processes,
             throughput.host_cpu_us_per_eval,
             throughput.host_cores
@@ -265,7 +269,9 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     };
     if latency_s > seconds_per_model {
         warnings.push(format!(
-            "a game lasts {:.1} minutes, longer than the {:.1} minutes between models: most of a game's moves are              played by a model already replaced, and its samples reach the trainer {:.1} models late (fewer              games_per_worker, or a larger checkpoint_every)",
+            "a game lasts {:.1} minutes, longer than the {:.1} minutes between models: most of a game's moves are \
+             played by a model already replaced, and its samples reach the trainer {:.1} models late (fewer \
+             games_per_worker, or a larger checkpoint_every)",
             minutes(latency_s),
             minutes(seconds_per_model),
             data_age_s / seconds_per_model
@@ -449,7 +455,7 @@ mod tests {
             "{:?}",
             p.warnings
         );
-        assert!((p.host_cores_needed - 28_000.0 * 12e-6).abs() < 1e-9);
+        assert!((p.host_cores_needed - 28_000.0 * 12e-6).abs() < 1e-9, "{}", p.host_cores_needed);
         assert_eq!(p.bottleneck, "the device");
         // A host of 2 cores at 100 µs an evaluation cannot ask 28 k/s of its device.
         (t.host_cores, t.host_cpu_us_per_eval) = (2.0, 100.0);

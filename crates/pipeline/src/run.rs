@@ -55,13 +55,17 @@ impl Run {
         Ok(self)
     }
 
-    /// Takes away the run's end marker (`finished.json`) when this process's trainer will train
-    /// past it (no step limit, or a larger one), so that self-play started beside it plays on.
-    pub fn reopen_if_training_past_its_end(&self) -> Result<()> {
+    /// Takes away the run's end marker (`finished.json`) when a trainer will train past it: no
+    /// step limit (a trainer that follows self-play), or a limit above the end's step.
+    pub fn reopen_if_training_past_its_end(&self, follow: bool) -> Result<()> {
         let steps = self.config.run.steps;
+        if steps == 0 && !follow {
+            // Such a trainer refuses to start (it needs a step count): nothing to reopen.
+            return Ok(());
+        }
         if let Some(end) = self.dir.finished()? {
-            if steps == 0 || steps > end.step {
-                tracing::info!("the run ended at step {}; training on to {} reopens it", end.step, steps_text(steps));
+            if steps == 0 || end.step.is_none_or(|s| steps > s) {
+                tracing::info!("the run ended at {}; training on to {} reopens it", end.describe(), steps_text(steps));
                 self.dir.reopen()?;
             }
         }

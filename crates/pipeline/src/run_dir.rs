@@ -194,14 +194,16 @@ impl RunDir {
         self.root.join("finished.json")
     }
 
-    /// The run's end, if its trainer reached its step limit. A file that cannot be read as one is
-    /// an error naming it.
+    /// The run's end, if its trainer reached its step limit (or someone put the file there by
+    /// hand: its presence is the signal, and a file without a readable step is an end at an
+    /// unknown step).
     pub fn finished(&self) -> Result<Option<RunFinished>> {
         let file = self.finished_file();
         match std::fs::read_to_string(&file) {
-            Ok(text) => serde_json::from_str(&text)
-                .map(Some)
-                .map_err(|e| PipelineError::Run { path: file, message: format!("not a run's end marker: {e}") }),
+            Ok(text) => {
+                let step = serde_json::from_str::<serde_json::Value>(&text).ok().and_then(|v| v["step"].as_u64());
+                Ok(Some(RunFinished { step }))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(io(file)(e)),
         }
@@ -211,7 +213,7 @@ impl RunDir {
     pub fn mark_finished(&self, step: u64) -> Result<()> {
         let unix_seconds =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let text = serde_json::to_string(&RunFinished { step, unix_seconds }).expect("serialisable");
+        let text = serde_json::json!({ "step": step, "unix_seconds": unix_seconds }).to_string();
         koma_base::durable::write(&self.finished_file(), text.as_bytes())?;
         Ok(())
     }
@@ -226,11 +228,25 @@ impl RunDir {
     }
 }
 
-/// What `finished.json` holds: the trainer's last step and when it got there.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+/// A run's end as `finished.json` says it: `{"step": N, "unix_seconds": T}` from the trainer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RunFinished {
-    pub step: u64,
-    pub unix_seconds: u64,
+    /// The trainer's last step; None for a file without one (an operator's `touch`).
+    pub step: Option<u64>,
+}
+
+impl RunFinished {
+    /// Whether this end holds for a run whose step limit is `steps` (0: none): an end at a known
+    /// step below the limit is stale (the limit was raised since), and without a limit only an
+    /// end at an unknown step (put there by hand) counts.
+    pub fn ends_run_of(&self, steps: u64) -> bool {
+        self.step.is_none_or(|end| steps > 0 && end >= steps)
+    }
+
+    /// The step, for messages.
+    pub fn describe(&self) -> String {
+        self.step.map_or_else(|| "an unknown step".to_string(), |s| format!("step {s}"))
+    }
 }
 
 /// Copies a checkpoint to `to` and `to`'s sidecar, published as a pair (`checkpoint::publish_pair`:

@@ -33,11 +33,12 @@ pub struct Args {
     /// Shard bytes per sample on disk (`koma bench data`: 60.5).
     #[arg(long, default_value_t = 60.5)]
     bytes_per_sample: f64,
-    /// Self-play processes sharing --evals-per-s (one per GPU of a Slurm array), each with the
-    /// config's workers × games_per_worker games in flight.
+    /// Self-play processes sharing --evals-per-s (one per self-play task of a Slurm array), each
+    /// with the config's workers × games_per_worker games in flight.
     #[arg(long, default_value_t = 1.0)]
     selfplay_processes: f64,
-    /// CPU cores of each self-play host (default: this machine's).
+    /// CPU cores of each self-play process for search, encoding and decoding (default: this
+    /// machine's): on a GPU host, the task's cores less one per inference service.
     #[arg(long)]
     host_cores: Option<f64>,
     /// Host CPU µs an evaluation costs in self-play: search, encode and decode (`koma bench

@@ -87,7 +87,7 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, js
     bar.set_message(format!("self-play for {} (Ctrl-C stops cleanly)", run.dir.root.display()));
     let started = Instant::now();
     let summary = std::thread::scope(|scope| {
-        let worker = scope.spawn(|| koma_pipeline::stages::selfplay::run(&run, stop.clone(), &sender, None));
+        let worker = scope.spawn(|| koma_pipeline::stages::selfplay::run(&run, stop.clone(), &sender, None, true));
         while !worker.is_finished() || !events.is_empty() {
             match events.recv_timeout(Duration::from_millis(250)) {
                 Ok(koma_pipeline::Event::SelfPlay(s)) => bar.set_message(s.line()),
@@ -116,8 +116,9 @@ fn follow_run(dir: &std::path::Path, device: Option<&str>, seed: Option<u64>, js
             run.dir.selfplay_dir().display(),
             summary.models.join(" → ")
         );
-        if let Some(step) = summary.run_finished {
-            println!("the run is finished: its trainer reached step {step} ({})", run.dir.finished_file().display());
+        if summary.run_finished {
+            let end = run.dir.finished()?.map_or_else(String::new, |end| format!(" at {}", end.describe()));
+            println!("the run is finished{end} ({})", run.dir.finished_file().display());
         }
     }
     Ok(())

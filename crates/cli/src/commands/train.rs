@@ -30,9 +30,9 @@ pub struct Args {
     #[arg(long)]
     model: Option<String>,
     /// Train until this step (a resumed run counts the steps it already took). Required unless
-    /// --follow or --run. With --run, the run's `[run] steps` is the default (0: no limit); a run
-    /// whose trainer reaches it is marked finished (RUN/finished.json) and the self-play processes
-    /// that follow it end.
+    /// --follow (or --run with `[run] steps` set). With --run, the run's `[run] steps` is the
+    /// default (0: no limit); a trainer that reaches it marks the run finished (RUN/finished.json)
+    /// and the self-play processes that follow the run end.
     #[arg(long)]
     steps: Option<u64>,
     /// Trainer settings: TOML (a `[train]` table or a bare file) or JSON; see docs/training.md.
@@ -136,7 +136,6 @@ fn open_run(args: &Args, dir: &std::path::Path) -> Result<Run> {
     train_config.lr.check_bounded((steps > 0).then_some(steps), false)?;
     // Model 0 before the gatekeeper starts: it makes model 0 the self-play model.
     run.model_zero()?;
-    run.reopen_if_training_past_its_end()?;
     Ok(run)
 }
 

@@ -22,7 +22,7 @@ use crate::core_share::CoreShare;
 use crate::error::{PipelineError, Result};
 use crate::events::Event;
 use crate::run::Run;
-use crate::run_dir::{ModelRef, RunDir};
+use crate::run_dir::{ModelRef, RunDir, RunFinished};
 
 /// How often self-play looks for a new model.
 const MODEL_POLL: Duration = Duration::from_secs(2);
@@ -106,8 +106,8 @@ pub struct SelfPlaySummary {
     pub records_written: usize,
     /// The models this process played with, in order.
     pub models: Vec<String>,
-    /// The step the run ended at, when its end (`finished.json`) is what ended this self-play.
-    pub run_finished: Option<u64>,
+    /// The run's end (`finished.json`) is what ended this self-play.
+    pub run_finished: bool,
 }
 
 fn stopped(stop: &AtomicBool) -> bool {
@@ -222,14 +222,23 @@ fn start_positions(config: &PipelineConfig) -> StartPositions {
 /// several devices (`[run] device`), each gets a copy of the model and an inference service; a
 /// new model is loaded on every device before any of them switches.
 /// `share`: the cores this process's trainer leaves idle go to self-play's inference (the
-/// pipeline's one process on the CPU; `None` keeps `[run] threads`).
+/// pipeline's one process on the CPU; `None` keeps `[run] threads`). `until_run_end`: also end
+/// when the run is finished (`finished.json` at or past `[run] steps`, [`RunFinished`]): a
+/// self-play process of its own does; inside `koma pipeline` the pipeline's own trainer ends it.
 pub fn run(
     run: &Run,
     stop: Arc<AtomicBool>,
     events: &Sender<Event>,
     share: Option<Arc<CoreShare>>,
+    until_run_end: bool,
 ) -> Result<SelfPlaySummary> {
-    play(&run.dir, &run.config, &shard_prefix(), stop, events, share)
+    play(&run.dir, &run.config, &shard_prefix(), stop, events, share, until_run_end)
+}
+
+/// The run's end, when it ends a run with this config (a stale marker, under a raised step
+/// limit, does not).
+fn run_end(run: &RunDir, config: &PipelineConfig) -> Result<Option<RunFinished>> {
+    Ok(run.finished()?.filter(|end| end.ends_run_of(config.run.steps)))
 }
 
 /// The network self-play's inference service runs: its libtorch threads follow `share` if any.
@@ -254,10 +263,17 @@ fn play(
     stop: Arc<AtomicBool>,
     events: &Sender<Event>,
     share: Option<Arc<CoreShare>>,
+    until_run_end: bool,
 ) -> Result<SelfPlaySummary> {
-    if let Some(end) = run.finished()? {
-        tracing::info!("the run is finished (step {}, {}): no self-play", end.step, run.finished_file().display());
-        return Ok(SelfPlaySummary { run_finished: Some(end.step), ..SelfPlaySummary::default() });
+    if until_run_end {
+        if let Some(end) = run_end(run, config)? {
+            tracing::info!(
+                "the run is finished at {} ({}): no self-play",
+                end.describe(),
+                run.finished_file().display()
+            );
+            return Ok(SelfPlaySummary { run_finished: true, ..SelfPlaySummary::default() });
+        }
     }
     let Some(current) = wait_for_model(run, &stop, events)? else { return Ok(SelfPlaySummary::default()) };
     let mut options = config.inference_options()?;
@@ -302,12 +318,22 @@ fn play(
     // Self-play's own stop: the caller's, or the run's end (`finished.json`) seen by the follower.
     // Kept apart from the caller's flag, which in `koma pipeline` stops every stage.
     let selfplay_stop = Arc::new(AtomicBool::new(false));
-    let run_finished = std::sync::Mutex::new(None::<u64>);
+    let run_finished = AtomicBool::new(false);
     let mut tensorboard = SelfPlayTensorboard::open(run, config.run.tensorboard);
     let started = Instant::now();
     let models = std::sync::Mutex::new(Vec::<String>::new());
     let result = std::thread::scope(|scope| {
-        // The follower: swaps in the run's current model whenever it changes.
+        // The caller's stop reaches self-play at once, even while the follower loads a model.
+        scope.spawn(|| {
+            while !finished.load(Ordering::SeqCst) {
+                if stopped(&stop) {
+                    selfplay_stop.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        // The follower: swaps in the run's current model whenever it changes, and ends self-play
+        // at the run's end.
         let follower = scope.spawn(|| {
             // If the follower dies, self-play must not play on with a model nobody updates.
             let _stop_selfplay_on_panic = RaiseOnPanic(&selfplay_stop);
@@ -318,26 +344,25 @@ fn play(
             let mut last_look = Instant::now();
             while !finished.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(100));
-                if stopped(&stop) {
-                    selfplay_stop.store(true, Ordering::SeqCst);
-                }
                 if stopped(&selfplay_stop) || last_look.elapsed() < MODEL_POLL {
                     continue;
                 }
                 last_look = Instant::now();
-                match run.finished() {
-                    Ok(Some(end)) => {
-                        tracing::info!(
-                            "the run is finished at step {} ({}): self-play ends, its finished games written",
-                            end.step,
-                            run.finished_file().display()
-                        );
-                        *run_finished.lock().unwrap_or_else(|e| e.into_inner()) = Some(end.step);
-                        selfplay_stop.store(true, Ordering::SeqCst);
-                        continue;
+                if until_run_end {
+                    match run_end(run, config) {
+                        Ok(Some(end)) => {
+                            tracing::info!(
+                                "the run is finished at {} ({}): self-play ends, its finished games written",
+                                end.describe(),
+                                run.finished_file().display()
+                            );
+                            run_finished.store(true, Ordering::SeqCst);
+                            selfplay_stop.store(true, Ordering::SeqCst);
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!("self-play: looking for the run's end: {e}"),
                     }
-                    Ok(None) => {}
-                    Err(e) => tracing::warn!("self-play: looking for the run's end: {e}"),
                 }
                 let current = match run.current_model() {
                     Ok(Some(m)) if m != loaded => m,
@@ -405,7 +430,7 @@ fn play(
         }
     });
     summary.models.extend(models.into_inner().unwrap_or_else(|e| e.into_inner()));
-    summary.run_finished = run_finished.into_inner().unwrap_or_else(|e| e.into_inner());
+    summary.run_finished = run_finished.into_inner();
     // Whatever ended self-play, the games finished before it are written first.
     if let Some(tee) = records {
         summary.records_written = tee.finish().written;
@@ -476,51 +501,70 @@ mod tests {
     #[test]
     fn self_play_ends_by_itself_when_the_run_is_finished() {
         let dir = tempfile::tempdir().unwrap();
-        let config = "[run]\nthreads = 1\ngames_per_shard = 1\n[model]\npreset = \"tiny\"\n\
+        let config = "[run]\nthreads = 1\nsteps = 250\ngames_per_shard = 1\n[model]\npreset = \"tiny\"\n\
                       [selfplay]\ngames_per_worker = 2\nsimulations = 4\ncheap_simulations = 2\nmax_plies = 12\n";
         RunDir::new(dir.path()).create(config).unwrap();
         let run = Run::open(dir.path(), &crate::RunOverrides::default()).unwrap();
         run.model_zero().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let (events, _receiver) = crossbeam::channel::unbounded();
+        let shards = || run.dir.selfplay_dir().read_dir().unwrap().count();
         let summary = std::thread::scope(|scope| {
-            let selfplay = scope.spawn(|| super::run(&run, stop.clone(), &events, None));
+            let selfplay = scope.spawn(|| super::run(&run, stop.clone(), &events, None, true));
             // Games get played, then the trainer's end arrives.
             let deadline = Instant::now() + Duration::from_secs(120);
-            while run.dir.selfplay_dir().read_dir().unwrap().count() == 0 && Instant::now() < deadline {
+            while shards() == 0 && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(50));
             }
             run.dir.mark_finished(250).unwrap();
             selfplay.join().unwrap()
         })
         .unwrap();
-        assert_eq!(summary.run_finished, Some(250));
+        assert!(summary.run_finished);
         assert!(summary.games_written >= 1, "the games finished before the end are written");
         assert!(!stop.load(Ordering::SeqCst), "the caller's stop (every stage's, in koma pipeline) is left alone");
         // A process started on a finished run plays nothing.
-        let again = super::run(&run, stop.clone(), &events, None).unwrap();
-        assert_eq!((again.run_finished, again.stats.games), (Some(250), 0));
-        // A trainer that will train past the end takes it away; one that stops there keeps it.
-        let longer = Run {
-            config: PipelineConfig {
-                run: crate::config::RunConfig { steps: 200, ..run.config.run.clone() },
-                ..run.config.clone()
-            },
-            ..run.clone()
-        };
-        longer.reopen_if_training_past_its_end().unwrap();
+        let again = super::run(&run, stop.clone(), &events, None, true).unwrap();
+        assert!(again.run_finished && again.stats.games == 0);
+        // Under a raised step limit the marker is stale: self-play plays (here until stopped).
+        let raised = |steps| Run { config: with_steps(&run.config, steps), ..run.clone() };
+        let before = shards();
+        let summary = std::thread::scope(|scope| {
+            let selfplay = scope.spawn(|| super::run(&raised(400), stop.clone(), &events, None, true));
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while shards() == before && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::thread::sleep(Duration::from_secs(3));
+            stop.store(true, Ordering::SeqCst);
+            selfplay.join().unwrap()
+        })
+        .unwrap();
+        assert!(!summary.run_finished && summary.games_written >= 1);
+        stop.store(false, Ordering::SeqCst);
+        // A trainer that stops at the end keeps it; one that trains past it, or follows without a
+        // limit, takes it away; one that cannot start (no limit, no follow) leaves it.
+        raised(250).reopen_if_training_past_its_end(true).unwrap();
+        raised(0).reopen_if_training_past_its_end(false).unwrap();
         assert!(run.dir.finished().unwrap().is_some());
-        let unlimited = Run {
-            config: PipelineConfig {
-                run: crate::config::RunConfig { steps: 0, ..run.config.run.clone() },
-                ..run.config.clone()
-            },
-            ..run.clone()
-        };
-        unlimited.reopen_if_training_past_its_end().unwrap();
+        raised(0).reopen_if_training_past_its_end(true).unwrap();
         assert!(run.dir.finished().unwrap().is_none());
-        std::fs::write(run.dir.finished_file(), "{").unwrap();
-        let e = run.dir.finished().unwrap_err().to_string();
-        assert!(e.contains("finished.json") && e.contains("not a run's end marker"), "{e}");
+        // A file put there by hand, whatever it holds, is an end at an unknown step: it ends
+        // self-play under any limit, and a trainer that trains on removes it.
+        std::fs::write(run.dir.finished_file(), "").unwrap();
+        let end = run.dir.finished().unwrap().unwrap();
+        assert_eq!(end.step, None);
+        assert!(end.ends_run_of(0) && end.ends_run_of(250));
+        raised(250).reopen_if_training_past_its_end(true).unwrap();
+        assert!(run.dir.finished().unwrap().is_none());
+        // An end at step 250 ends runs limited at or below it, not a run without a limit.
+        let at = RunFinished { step: Some(250) };
+        assert!(at.ends_run_of(250) && at.ends_run_of(100) && !at.ends_run_of(400) && !at.ends_run_of(0));
+    }
+
+    fn with_steps(config: &PipelineConfig, steps: u64) -> PipelineConfig {
+        let mut config = config.clone();
+        config.run.steps = steps;
+        config
     }
 }

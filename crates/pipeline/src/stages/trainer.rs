@@ -24,7 +24,7 @@ pub fn run(
 ) -> Result<TrainSummary> {
     let model_zero = run.model_zero()?;
     let steps = run.config.run.steps;
-    run.reopen_if_training_past_its_end()?;
+    run.reopen_if_training_past_its_end(follow)?;
     let mut options = TrainOptions::new(
         run.dir.train_paths(),
         Some(ModelInit::Checkpoint(model_zero.path)),
