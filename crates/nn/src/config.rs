@@ -163,8 +163,7 @@ impl ModelConfig {
             Some(m) if m.is_object() => m.clone(),
             _ => value,
         };
-        let config: ModelConfig =
-            serde_json::from_value(value).map_err(|e| Error::Config(format!("invalid model config: {e}")))?;
+        let config: ModelConfig = serde_json::from_value(value).map_err(|e| Error::Config(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -172,13 +171,27 @@ impl ModelConfig {
     /// Parses TOML: a `[model]` table (as in a run config under configs/) or a bare model
     /// config at the top level; validates it.
     pub fn from_toml_str(text: &str) -> Result<ModelConfig> {
-        let table: toml::Table = toml::from_str(text).map_err(|e| Error::Config(format!("invalid TOML: {e}")))?;
+        let table: toml::Table = toml::from_str(text).map_err(|e| Error::Config(format!("not valid TOML: {e}")))?;
         let value = match table.get("model") {
             Some(toml::Value::Table(m)) => toml::Value::Table(m.clone()),
             _ => toml::Value::Table(table),
         };
-        let config: ModelConfig =
-            value.try_into().map_err(|e: toml::de::Error| Error::Config(format!("invalid model config: {e}")))?;
+        ModelConfig::from_toml_value(value)
+    }
+
+    /// A model table, as a run config's `[model]` holds it: `preset = "NAME"` alone, or a full
+    /// model config. `koma init --config` and the pipeline read it the same way.
+    pub fn from_toml_value(value: toml::Value) -> Result<ModelConfig> {
+        let table = value.as_table().ok_or_else(|| Error::Config("must be a table".into()))?;
+        if let Some(preset) = table.get("preset") {
+            if table.len() > 1 {
+                return Err(Error::Config("give either `preset` or a full model config, not both".into()));
+            }
+            let name = preset.as_str().ok_or_else(|| Error::Config("preset must be a string".into()))?;
+            return ModelConfig::preset(name)
+                .ok_or_else(|| Error::Config(format!("preset = {name:?}: expected one of {}", PRESETS.join(", "))));
+        }
+        let config: ModelConfig = value.try_into().map_err(|e: toml::de::Error| Error::Config(e.to_string()))?;
         config.validate()?;
         Ok(config)
     }
@@ -198,7 +211,10 @@ impl ModelConfig {
         } else {
             ModelConfig::from_json_str(&text)
         };
-        parsed.map_err(|e| Error::Config(format!("{spec}: {e}")))
+        parsed.map_err(|e| match e {
+            Error::Config(message) => Error::Config(format!("{spec}: {message}")),
+            other => other,
+        })
     }
 
     /// Checks that the numbers make a buildable network.
@@ -314,6 +330,28 @@ mod tests {
         assert_eq!((r.blocks, r.channels, r.activation), (10, 192, Activation::Swish));
         assert_eq!(r.global_pool, Some(GlobalPoolConfig { every: 3, channels: 32 }));
         assert!(ModelConfig::from_preset_or_file("/nonexistent.toml").unwrap_err().to_string().contains("preset"));
+    }
+
+    #[test]
+    fn run_configs_give_their_model() {
+        // `koma init --config configs/gpu-small.toml`: the run config's `[model] preset`.
+        let configs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../configs");
+        let small = ModelConfig::from_preset_or_file(configs.join("gpu-small.toml").to_str().unwrap()).unwrap();
+        assert_eq!(small, ModelConfig::preset("resnet10-swish").unwrap());
+        let az = ModelConfig::from_preset_or_file(configs.join("gpu-az.toml").to_str().unwrap()).unwrap();
+        assert_eq!((az.blocks, az.channels), (20, 256));
+        let dir = tempfile::tempdir().unwrap();
+        for (text, says) in [
+            ("[model]\npreset = \"huge\"\n", "expected one of tiny, standard, resnet10-swish"),
+            ("[model]\npreset = \"tiny\"\nblocks = 3\n", "not both"),
+            ("[model]\nblokcs = 3\n", "blokcs"),
+        ] {
+            let path = dir.path().join("m.toml");
+            std::fs::write(&path, text).unwrap();
+            let e = ModelConfig::from_preset_or_file(path.to_str().unwrap()).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("m.toml"), "{e}");
+            assert_eq!(e.matches("invalid model config").count(), 1, "{e}");
+        }
     }
 
     #[test]

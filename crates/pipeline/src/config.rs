@@ -177,20 +177,14 @@ fn on_cpu(options: &koma_nn::RunOptions) -> bool {
     options.device.resolve().is_ok_and(|d| d == tch::Device::Cpu)
 }
 
-/// The `[model]` table: `preset = "tiny"` (or `"standard"`), or a full model config
+/// The `[model]` table: `preset = "NAME"` (`tiny`, `standard`, `resnet10-swish`), or a full model config
 /// (`blocks`, `channels`, …, as `koma init --config` reads).
 fn model_config(value: Option<&toml::Value>) -> std::result::Result<ModelConfig, String> {
     let Some(value) = value else { return Ok(ModelConfig::tiny()) };
-    let table = value.as_table().ok_or("[model] must be a table")?;
-    if let Some(preset) = table.get("preset") {
-        if table.len() > 1 {
-            return Err("[model]: give either `preset` or a full model config, not both".into());
-        }
-        let name = preset.as_str().ok_or("[model] preset must be a string")?;
-        return ModelConfig::preset(name)
-            .ok_or_else(|| format!("[model] preset = {name:?}: expected tiny or standard"));
-    }
-    value.clone().try_into().map_err(|e: toml::de::Error| format!("[model]: {e}"))
+    ModelConfig::from_toml_value(value.clone()).map_err(|e| match e {
+        koma_nn::Error::Config(message) => format!("[model]: {message}"),
+        other => format!("[model]: {other}"),
+    })
 }
 
 fn table<T: serde::de::DeserializeOwned + Default>(file: &toml::Table, name: &str) -> std::result::Result<T, String> {

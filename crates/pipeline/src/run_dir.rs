@@ -177,10 +177,7 @@ impl RunDir {
 
     /// Lets self-play follow the newest checkpoint again (gating turned off).
     pub fn clear_current(&self) -> Result<()> {
-        match std::fs::remove_file(self.current_file()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(self.current_file())(e)),
-            _ => Ok(()),
-        }
+        remove_if_present(&self.current_file())
     }
 
     /// Whether the gatekeeper has chosen a model yet.
@@ -221,10 +218,15 @@ impl RunDir {
     /// Takes the end marker away: a trainer that trains on past it (a larger step limit, or none)
     /// reopens the run.
     pub fn reopen(&self) -> Result<()> {
-        match std::fs::remove_file(self.finished_file()) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(self.finished_file())(e)),
-            _ => Ok(()),
-        }
+        remove_if_present(&self.finished_file())
+    }
+}
+
+/// Removes `path`; one that is not there is fine.
+fn remove_if_present(path: &Path) -> Result<()> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io(path)(e)),
+        _ => Ok(()),
     }
 }
 

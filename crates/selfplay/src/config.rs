@@ -41,7 +41,8 @@ pub struct SelfPlayConfig {
     pub temperature: f32,
     /// Plies from the start of a game that draw their move with `temperature`.
     pub temperature_plies: u32,
-    /// Resign when the root value (in [-1, 1]) stays below this for `resign_consecutive` moves.
+    /// Resign when the root value and the best (most visited) move's searched value, in [-1, 1],
+    /// are both below this for `resign_consecutive` moves in a row (AlphaGo Zero's rule).
     pub resign_value: f32,
     /// Moves in a row below `resign_value` before the side resigns.
     pub resign_consecutive: u32,

@@ -41,6 +41,8 @@ pub(crate) struct Finished {
     pub(crate) samples: GameSamples,
     pub(crate) resigned: bool,
     pub(crate) no_resign: bool,
+    /// A no-resign game in which a side would have resigned.
+    pub(crate) would_have_resigned: bool,
     /// A no-resign game whose would-be resigner did not lose.
     pub(crate) false_resignation: bool,
 }
@@ -153,9 +155,15 @@ impl Game {
             return Some(self.finish(GameResult { winner: Some(!us), reason: EndReason::Checkmate }));
         };
         // The configured estimate decides resignation and becomes the value target's search part.
+        // As AlphaGo Zero resigned: when the root's value and the best child's value (the most
+        // visited move's, which a Gumbel root plays) are both below the threshold. A search that
+        // visited no move (a mate played at once) is no reason to resign.
         let value = self.search.root_value_as(config.root_value);
+        let best_child =
+            self.search.root_children().into_iter().filter(|c| c.visits > 0).max_by_key(|c| c.visits).and_then(|c| c.q);
+        let low = value < config.resign_value && best_child.is_some_and(|q| q < config.resign_value);
         let streak = &mut self.low_value_streak[us.index()];
-        *streak = if value < config.resign_value { *streak + 1 } else { 0 };
+        *streak = if low { *streak + 1 } else { 0 };
         let resigns = *streak >= config.resign_consecutive.max(1);
         if resigns && self.no_resign {
             self.would_have_resigned.get_or_insert(us);
@@ -214,6 +222,7 @@ impl Game {
             },
             resigned: result.reason == EndReason::Resignation,
             no_resign: self.no_resign,
+            would_have_resigned: self.would_have_resigned.is_some(),
             false_resignation,
         }
     }
@@ -243,6 +252,47 @@ mod tests {
                 game.complete(*leaf, &e);
             }
         }
+    }
+
+    #[test]
+    fn resignation_needs_the_root_and_its_best_child_low_and_no_resign_games_record_it() {
+        // Uniform evaluations value every position at 0: below a threshold of 0.5, not below −0.5.
+        let rules = SelfPlayConfig::default().rules().unwrap();
+        let play_one = |resign_value: f32, no_resign_fraction: f32| {
+            let config = SelfPlayConfig {
+                simulations: 16,
+                cheap_simulations: 4,
+                resign_value,
+                resign_consecutive: 1,
+                no_resign_fraction,
+                ..SelfPlayConfig::default()
+            };
+            let mut rng = Rng::seed_from_u64(3);
+            let mut game = Game::new(Position::startpos(), &config, rules, "m", &mut rng);
+            search_move(&mut game, &UniformEvaluator);
+            let best = game.search.root_children().into_iter().max_by_key(|c| c.visits).unwrap();
+            assert_eq!(best.q, Some(0.0), "the best child was searched");
+            let ended = game.play(&config, &rules, "m", &mut rng);
+            (game, ended)
+        };
+        // Resignation on, both values below: the side to move resigns.
+        let (_, ended) = play_one(0.5, 0.0);
+        let ended = ended.expect("resigned");
+        assert!(ended.resigned && !ended.no_resign && !ended.would_have_resigned);
+        assert_eq!(ended.samples.result.winner, Some(Color::White));
+        // A no-resign game plays on and records that Black would have resigned: a false
+        // resignation unless Black loses.
+        let (mut game, ended) = play_one(0.5, 1.0);
+        assert!(ended.is_none());
+        let drawn = game.finish(GameResult { winner: None, reason: EndReason::MaxMoves });
+        assert!(drawn.no_resign && drawn.would_have_resigned && drawn.false_resignation);
+        let (mut game, _) = play_one(0.5, 1.0);
+        let lost = game.finish(GameResult { winner: Some(Color::White), reason: EndReason::Checkmate });
+        assert!(lost.would_have_resigned && !lost.false_resignation);
+        // Values above the threshold: nobody resigns or would have.
+        let (mut game, ended) = play_one(-0.5, 1.0);
+        assert!(ended.is_none());
+        assert!(!game.finish(GameResult { winner: None, reason: EndReason::MaxMoves }).would_have_resigned);
     }
 
     #[test]

@@ -9,8 +9,9 @@ use serde_json::json;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Architecture: a preset (tiny = 5x64, standard = 10x192), a TOML file (its [model] table,
-    /// or model keys at the top level) or a JSON file (a model config or a checkpoint sidecar).
+    /// Architecture: a preset (tiny = 5x64, standard = 10x192, resnet10-swish), a TOML file (a run
+    /// config's [model] table, `preset = NAME` or model keys, or model keys at the top level) or a
+    /// JSON file (a model config or a checkpoint sidecar).
     #[arg(long)]
     config: String,
     /// Checkpoint to write (`.safetensors`; the sidecar goes next to it as `.json`).

@@ -311,13 +311,12 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
         st.draws
     );
     println!("  endings: {}", st.endings.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", "));
-    if let Some(rate) = st.false_resignation_rate() {
+    if st.no_resign_games > 0 {
+        let rate = st.false_resignation_rate().map_or("n/a".to_string(), |r| format!("{:.1}%", 100.0 * r));
         println!(
-            "  resignations {}; false resignations {}/{} no-resign games ({:.1}%)",
-            st.resignations,
-            st.false_resignations,
-            st.no_resign_games,
-            100.0 * rate
+            "  resignations {}; false resignations {}/{} no-resign games that would have resigned ({}), of {} \
+             no-resign games",
+            st.resignations, st.false_resignations, st.would_resign_games, rate, st.no_resign_games
         );
     }
     println!("  models played: {}", sp.models.join(" → "));

@@ -225,13 +225,12 @@ pub fn run(args: Args) -> Result<()> {
                 if r.failed > 0 { format!(" ({} could not be written)", r.failed) } else { String::new() }
             );
         }
-        if let Some(rate) = stats.false_resignation_rate() {
+        if stats.no_resign_games > 0 {
+            let rate = stats.false_resignation_rate().map_or("n/a".to_string(), |r| format!("{:.1}%", 100.0 * r));
             println!(
-                "resignations {}; false resignations {}/{} no-resign games ({:.1}%)",
-                stats.resignations,
-                stats.false_resignations,
-                stats.no_resign_games,
-                rate * 100.0
+                "resignations {}; false resignations {}/{} no-resign games that would have resigned ({}), \
+                 of {} no-resign games",
+                stats.resignations, stats.false_resignations, stats.would_resign_games, rate, stats.no_resign_games
             );
         }
     }

@@ -20,7 +20,6 @@ use koma_nn::simulated::{DeviceModel, SimulatedDevice, SimulatedNetwork, StageCo
 use koma_nn::{InputBatch, ModelConfig, Network, SharedNetwork};
 use koma_pipeline::resources::{load_average, process_cpu_seconds};
 use koma_selfplay::{InferenceDevice, SelfPlayConfig, StartPositions};
-use koma_shogi::Position;
 use serde_json::json;
 
 use crate::commands::nn_args::RunArgs;
@@ -63,7 +62,7 @@ pub struct Args {
 
 /// Plain forward passes per second of `shared`'s net on a pre-made batch of `size` positions.
 fn plain_forward(shared: &SharedNetwork, size: usize) -> (f64, String) {
-    let positions = sample_positions(size);
+    let positions = super::nn::sample_positions(size);
     shared.with(|net| {
         let mut batch = InputBatch::with_capacity(size);
         batch.encode(&positions);
@@ -82,23 +81,6 @@ fn plain_forward(shared: &SharedNetwork, size: usize) -> (f64, String) {
         }
         ((runs * size) as f64 / t.elapsed().as_secs_f64(), koma_nn::device::device_name(net.device()))
     })
-}
-
-/// Positions of the first 60 plies of some pseudo-random games.
-fn sample_positions(size: usize) -> Vec<Position> {
-    (0..size)
-        .map(|i| {
-            let mut pos = Position::startpos();
-            for k in 0..(i % 60) {
-                let moves = pos.legal_moves();
-                if moves.is_empty() {
-                    break;
-                }
-                pos.do_move(moves[(k * 7 + i) % moves.len()]);
-            }
-            pos
-        })
-        .collect()
 }
 
 /// What one timed self-play run measured, all read at its last progress report.
