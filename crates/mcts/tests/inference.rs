@@ -10,11 +10,16 @@ use crossbeam::channel::{unbounded, Receiver, Sender};
 use koma_mcts::{EvalError, Evaluation, Evaluator, EvaluatorSlot, InferenceServer};
 use koma_shogi::Position;
 
-/// Slow enough that requests queue up while a batch runs; the value encodes the move number.
-struct Slow;
+/// Slow enough that requests queue up while a batch runs; the value encodes the move number. It
+/// keeps the largest batch it was given.
+#[derive(Default)]
+struct Slow {
+    largest: std::sync::atomic::AtomicUsize,
+}
 
 impl Evaluator for Slow {
     fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
+        self.largest.fetch_max(positions.len(), Ordering::Relaxed);
         std::thread::sleep(Duration::from_millis(40));
         Ok(positions
             .iter()
@@ -25,7 +30,7 @@ impl Evaluator for Slow {
 
 #[test]
 fn concurrent_requests_share_batches() {
-    let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(Slow), "slow"), 64);
+    let server = InferenceServer::spawn(EvaluatorSlot::new(Arc::new(Slow::default()), "slow"), 64);
     let threads: Vec<_> = (0..8u32)
         .map(|i| {
             let client = server.client();
@@ -171,25 +176,10 @@ fn a_request_abandoned_before_its_batch_starts_is_never_evaluated() {
     assert_eq!(server.stats().positions.load(Ordering::Relaxed), 2);
 }
 
-/// Records the largest batch it was given; slow enough that requests queue up.
-#[derive(Default)]
-struct LargestBatch(std::sync::atomic::AtomicUsize);
-
-impl Evaluator for LargestBatch {
-    fn evaluate(&self, positions: &[&Position]) -> Result<Vec<Evaluation>, EvalError> {
-        self.0.fetch_max(positions.len(), Ordering::Relaxed);
-        std::thread::sleep(Duration::from_millis(20));
-        Ok(positions
-            .iter()
-            .map(|p| Evaluation { priors: Vec::new(), wdl: [p.move_number() as f32, 0.0, 0.0] })
-            .collect())
-    }
-}
-
 #[test]
 fn a_request_that_would_overfill_a_batch_opens_the_next_one() {
-    let largest = Arc::new(LargestBatch::default());
-    let server = InferenceServer::spawn(EvaluatorSlot::new(largest.clone(), "largest"), 8);
+    let slow = Arc::new(Slow::default());
+    let server = InferenceServer::spawn(EvaluatorSlot::new(slow.clone(), "slow"), 8);
     let client = server.client();
     let mut pos = Position::startpos();
     pos.do_move(pos.legal_moves()[0]);
@@ -201,6 +191,7 @@ fn a_request_that_would_overfill_a_batch_opens_the_next_one() {
         assert_eq!(answers.len(), 3);
         assert!(answers.iter().all(|e| e.wdl[0] == pos.move_number() as f32));
     }
-    assert!(largest.0.load(Ordering::Relaxed) <= 8, "a batch of {}", largest.0.load(Ordering::Relaxed));
+    let largest = slow.largest.load(Ordering::Relaxed);
+    assert!(largest <= 8, "a batch of {largest}");
     assert_eq!(server.stats().positions.load(Ordering::Relaxed), 36);
 }

@@ -231,12 +231,7 @@ impl Network {
         if n == 0 {
             return Ok(());
         }
-        let fault = crate::faults::next_forward();
-        if fault == Some(crate::faults::Fault::ForwardError) {
-            return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
-        }
-        catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-            let _guard = tch::no_grad_guard();
+        let fault = self.guarded(|| {
             let (in1, in2) = self.upload(batch);
             let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
             let policy = policy.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
@@ -244,8 +239,7 @@ impl Network {
             policy.f_copy_data(&mut out.policy[..n * MOVE_LABELS], n * MOVE_LABELS)?;
             wdl.f_copy_data(&mut out.wdl[..n * VALUE_OUTPUTS], n * VALUE_OUTPUTS)?;
             Ok(())
-        }))
-        .map_err(|panic| Error::Forward(koma_base::stop::panic_message(panic.as_ref())))??;
+        })?;
         if fault == Some(crate::faults::Fault::NaN) {
             out.wdl[0] = f32::NAN;
         }
@@ -284,12 +278,7 @@ impl Network {
         if batch.is_empty() {
             return Ok(());
         }
-        let fault = crate::faults::next_forward();
-        if fault == Some(crate::faults::Fault::ForwardError) {
-            return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
-        }
-        let answer = catch_unwind(AssertUnwindSafe(|| -> Result<Vec<f32>> {
-            let _guard = tch::no_grad_guard();
+        let fault = self.guarded(|| {
             let gather = batch.gather_indices();
             // SAFETY: `gather` outlives the borrowed tensor, which is only read: copied to the
             // device here, or read by index_select on the CPU within this closure.
@@ -309,24 +298,12 @@ impl Network {
             let (policy, wdl) = self.net.forward_t(&in1, &in2, false);
             let legal = policy.reshape([-1]).index_select(0, &index);
             let wdl = wdl.narrow(0, 0, batch.len() as i64).reshape([-1]);
+            // One download; both parts are then copied out of the host tensor.
             let both = Tensor::cat(&[legal, wdl], 0).to_kind(Kind::Float).to_device(Device::Cpu);
-            let mut host = vec![0f32; legal_count + wdl_count];
-            both.f_copy_data(&mut host, legal_count + wdl_count)?;
-            Ok(host)
-        }));
-        let host = match answer {
-            Ok(Ok(host)) => host,
-            Ok(Err(e)) => {
-                self.settle_uploads();
-                return Err(e);
-            }
-            Err(panic) => {
-                self.settle_uploads();
-                return Err(Error::Forward(koma_base::stop::panic_message(panic.as_ref())));
-            }
-        };
-        out.legal_logits.copy_from_slice(&host[..legal_count]);
-        out.wdl.copy_from_slice(&host[legal_count..]);
+            both.narrow(0, 0, legal_count as i64).f_copy_data(&mut out.legal_logits, legal_count)?;
+            both.narrow(0, legal_count as i64, wdl_count as i64).f_copy_data(&mut out.wdl, wdl_count)?;
+            Ok(())
+        })?;
         if fault == Some(crate::faults::Fault::NaN) {
             out.wdl[0] = f32::NAN;
         }
@@ -337,12 +314,28 @@ impl Network {
         Ok(())
     }
 
-    /// After a failed batch: waits for the device, so that an upload still reading the staging
-    /// buffers finishes before the caller reuses them.
-    fn settle_uploads(&self) {
-        if let Device::Cuda(i) = self.device {
-            let _ = catch_unwind(|| tch::Cuda::synchronize(i as i64));
+    /// Runs one forward pass `run` without gradients, with the injected faults of `KOMA_FAULT`
+    /// (the one that must show in the outputs is returned) and libtorch's panics (CUDA out of
+    /// memory, for one) turned into errors. After a failure it waits for the device, so that an
+    /// upload still reading staging buffers finishes before the caller reuses them.
+    fn guarded(&self, run: impl FnOnce() -> Result<()>) -> Result<Option<crate::faults::Fault>> {
+        let fault = crate::faults::next_forward();
+        if fault == Some(crate::faults::Fault::ForwardError) {
+            return Err(Error::Forward("injected fault (KOMA_FAULT)".into()));
         }
+        let result = match catch_unwind(AssertUnwindSafe(|| {
+            let _guard = tch::no_grad_guard();
+            run()
+        })) {
+            Ok(result) => result,
+            Err(panic) => Err(Error::Forward(koma_base::stop::panic_message(panic.as_ref()))),
+        };
+        if result.is_err() {
+            if let Device::Cuda(i) = self.device {
+                let _ = catch_unwind(|| tch::Cuda::synchronize(i as i64));
+            }
+        }
+        result.map(|()| fault)
     }
 
     /// How errors name this network: its checkpoint's file, or "an untrained network".
