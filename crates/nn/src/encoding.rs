@@ -407,6 +407,15 @@ impl InputBatch {
         self.len += 1;
     }
 
+    /// Makes this a copy of `other`, reusing its own buffers.
+    pub fn copy_from(&mut self, other: &InputBatch) {
+        self.len = 0;
+        self.reserve(other.len);
+        self.input1[..other.input1().len()].copy_from_slice(other.input1());
+        self.input2[..other.input2().len()].copy_from_slice(other.input2());
+        self.len = other.len;
+    }
+
     /// `(N, 62, 9, 9)` bytes of the positions held.
     #[inline]
     pub fn input1(&self) -> &[u8] {

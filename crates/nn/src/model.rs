@@ -61,9 +61,24 @@ fn conv(p: nn::Path, cin: usize, cout: usize, k: usize, bias: bool) -> nn::Conv2
     )
 }
 
+/// The share of a training batch's statistics that each train-mode forward pass moves the
+/// batch-norm running statistics by (PyTorch's default). The trainer's recomputation of the
+/// averaged network's statistics relies on it.
+pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
+
 fn bn(p: nn::Path, c: usize) -> nn::BatchNorm {
     // PyTorch's defaults (weight 1, bias 0); tch's default weight init is uniform(0, 1).
-    nn::batch_norm2d(p, c as i64, nn::BatchNormConfig { ws_init: nn::Init::Const(1.0), ..Default::default() })
+    let config = nn::BatchNormConfig {
+        ws_init: nn::Init::Const(1.0),
+        momentum: BATCH_NORM_MOMENTUM,
+        ..Default::default()
+    };
+    nn::batch_norm2d(p, c as i64, config)
+}
+
+/// Whether a variable belongs to a batch-norm layer (`…bn*.{weight,bias,running_mean,running_var}`).
+pub fn is_batch_norm_variable(name: &str) -> bool {
+    name.rsplit('.').nth(1).is_some_and(|module| module.starts_with("bn"))
 }
 
 fn linear(p: nn::Path, cin: usize, cout: usize, bias: bool) -> nn::Linear {
@@ -316,7 +331,7 @@ fn randomize_seeded(vs: &tch::nn::VarStore) {
             || (name.ends_with(".bias") && name != "policy.bias" && name != "reply.bias")
         {
             (-0.2, 0.2)
-        } else if name.contains(".bn") && name.ends_with(".weight") {
+        } else if is_batch_norm_variable(&name) && name.ends_with(".weight") {
             (0.5, 1.5)
         } else if name == "policy.bias" || name == "reply.bias" {
             (-0.5, 0.5)
@@ -370,6 +385,27 @@ mod tests {
 
     fn rng_lock() -> std::sync::MutexGuard<'static, ()> {
         TORCH_RNG.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    #[test]
+    fn batch_norm_variables_are_told_apart_by_name() {
+        let _lock = rng_lock();
+        let mut c = ModelConfig::tiny();
+        c.se = Some(SeConfig { ratio: 4 });
+        c.global_pool = Some(GlobalPoolConfig { every: 1, channels: 4 });
+        let vs = tch::nn::VarStore::new(Device::Cpu);
+        let _net = Net::new(&vs.root(), &c);
+        let mut bn = 0;
+        for (name, t) in vs.variables() {
+            let is_bn = is_batch_norm_variable(&name);
+            // Every batch-norm layer has 4 variables, each of one value per channel; the running
+            // statistics (the only non-trainable variables) are all among them.
+            assert!(is_bn || t.requires_grad(), "{name}");
+            assert!(!is_bn || t.dim() == 1, "{name}");
+            bn += usize::from(is_bn);
+        }
+        // stem, 2 per block, 1 more per global-pooling block, policy, value.
+        assert_eq!(bn, 4 * (1 + 3 * c.blocks + 2), "{:?}", vs.variables().keys().collect::<Vec<_>>());
     }
 
     fn all_variants() -> Vec<ModelConfig> {

@@ -180,14 +180,7 @@ impl HostBatch {
         let n = rows.len() as i64;
         let part = |v: &[f32], width: usize| Tensor::from_slice(&v[rows.start * width..rows.end * width]);
         let up = |t: Tensor| if device == Device::Cpu { t } else { t.to_device(device) };
-        let features = |bytes: &[u8], c: usize| {
-            let t = Tensor::from_slice(&bytes[rows.start * c * 81..rows.end * c * 81]).view([n, c as i64, 9, 9]);
-            let t = if channels_last { koma_nn::model::to_channels_last(&t) } else { t };
-            // `to_kind` and `to_device` keep the strides.
-            up(t).to_kind(Kind::Float)
-        };
-        let input1 = features(self.inputs.input1(), FEATURES1_NUM);
-        let input2 = features(self.inputs.input2(), FEATURES2_NUM);
+        let (input1, input2) = input_tensors(&self.inputs, rows.clone(), device, channels_last);
         DeviceBatch {
             input1,
             input2,
@@ -202,6 +195,25 @@ impl HostBatch {
             len: rows.len(),
         }
     }
+}
+
+/// Rows `rows` of `inputs` as the network's two f32 inputs on `device` (channels-last strides
+/// with `channels_last`).
+pub(crate) fn input_tensors(
+    inputs: &InputBatch,
+    rows: std::ops::Range<usize>,
+    device: Device,
+    channels_last: bool,
+) -> (Tensor, Tensor) {
+    let n = rows.len() as i64;
+    let features = |bytes: &[u8], c: usize| {
+        let t = Tensor::from_slice(&bytes[rows.start * c * 81..rows.end * c * 81]).view([n, c as i64, 9, 9]);
+        let t = if channels_last { koma_nn::model::to_channels_last(&t) } else { t };
+        // `to_kind` and `to_device` keep the strides.
+        let t = if device == Device::Cpu { t } else { t.to_device(device) };
+        t.to_kind(Kind::Float)
+    };
+    (features(inputs.input1(), FEATURES1_NUM), features(inputs.input2(), FEATURES2_NUM))
 }
 
 /// What [`HostBatch::from_samples_with_continuations`] takes from the continuations.

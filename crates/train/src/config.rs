@@ -45,6 +45,10 @@ pub struct TrainConfig {
     /// average of the trained weights with this time constant in samples: each step of B samples
     /// keeps exp(−B / ema_samples) of the average (docs/training.md). 0: the raw weights.
     pub ema_samples: f64,
+    /// With `ema_samples`: the batch-norm statistics of each published average are recomputed on
+    /// about this many positions of the last batches trained on (train-mode forward passes of the
+    /// averaged weights, SWA's `update_bn`), rounded up to whole batches.
+    pub ema_statistics_samples: usize,
     pub optimizer: OptimizerConfig,
     pub lr: LrConfig,
     pub loss: LossConfig,
@@ -66,6 +70,7 @@ impl Default for TrainConfig {
             memory_format: MemoryFormat::Auto,
             prefetch_batches: 4,
             ema_samples: 0.0,
+            ema_statistics_samples: 2048,
             optimizer: OptimizerConfig::default(),
             lr: LrConfig::default(),
             loss: LossConfig::default(),
@@ -589,6 +594,11 @@ impl TrainConfig {
         }
         if !(self.ema_samples >= 0.0 && self.ema_samples.is_finite()) {
             return bad("ema_samples must be 0 (off) or a positive number of samples");
+        }
+        if self.ema_samples > 0.0 && self.ema_statistics_samples == 0 {
+            return bad(
+                "ema_statistics_samples must be at least 1: the averaged weights need batch-norm statistics of their own",
+            );
         }
         if !(0.0..=1.0).contains(&self.loss.result_weight) {
             return bad("loss.result_weight must be in [0, 1]");

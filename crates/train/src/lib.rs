@@ -9,6 +9,7 @@
 //!   autocast / bf16), data-parallel replicas and saving/resuming in files of their own.
 //! - [`budget`]: the share of the run's budget spent, for a learning rate that anneals over it.
 //! - `averaging`: the moving average of the weights that checkpoints publish (`ema_samples`).
+//! - [`held_out`]: a network's losses on samples it did not train on (`koma data loss`).
 //! - [`state`]: the full training state under `train/state/` for an exact `--resume`.
 //! - [`loader`]: the thread that samples the replay window ahead of the optimiser (and waits
 //!   for data in follow mode).
@@ -24,6 +25,7 @@ pub mod bench;
 pub mod budget;
 pub mod config;
 mod error;
+pub mod held_out;
 pub mod lease;
 pub mod loader;
 pub mod loss;

@@ -29,8 +29,10 @@ use crate::scaler::LossScaler;
 
 pub const STATE_FORMAT: &str = "koma-train-state";
 /// 2 added `budget_spent`; a version 1 state reads with it at 0, and a koma that reads only
-/// version 1 names the version it cannot read rather than an unknown field.
-pub const STATE_FORMAT_VERSION: u32 = 2;
+/// version 1 names the version it cannot read rather than an unknown field. 3 added u8 tensors
+/// (`recent/…`: the encoded inputs of the last batches, for the average's batch-norm statistics)
+/// and `ema/` statistics recomputed rather than averaged; versions 1 and 2 read as before.
+pub const STATE_FORMAT_VERSION: u32 = 3;
 pub const STATE_FILE: &str = "state.json";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -68,6 +70,23 @@ pub struct LoadedState {
     pub tensors: HashMap<String, Tensor>,
 }
 
+impl LoadedState {
+    /// The trained (raw, not averaged) network of the state, run as `options` say. `dir` and
+    /// `models_dir` name the state in errors.
+    pub fn raw_network(&self, dir: &Path, models_dir: &Path, options: &koma_nn::RunOptions) -> Result<koma_nn::Network> {
+        let mut network = koma_nn::Network::new(&self.meta.model, options, None)?;
+        let model: Vec<(String, Tensor)> = self
+            .tensors
+            .iter()
+            .filter_map(|(k, t)| k.strip_prefix("model/").map(|n| (n.to_string(), t.shallow_clone())))
+            .collect();
+        let path = dir.join(&self.meta.tensors_file);
+        koma_nn::checkpoint::copy_into(&path, &model, network.var_store_mut())
+            .map_err(|e| inconsistent(dir, models_dir, e.to_string()))?;
+        Ok(network)
+    }
+}
+
 /// The newest checkpoint in `models_dir`, for error messages.
 pub fn newest_checkpoint(models_dir: &Path) -> Option<PathBuf> {
     let entries = std::fs::read_dir(models_dir).ok()?;
@@ -93,24 +112,34 @@ fn corrupt(path: &Path, reason: impl Into<String>, models_dir: &Path) -> TrainEr
     TrainError::CorruptState { path: path.to_path_buf(), reason: reason.into(), hint: Some(hint) }
 }
 
-/// Deterministic safetensors bytes of float32 tensors (header keys and data in name order).
-fn serialize_f32(tensors: &BTreeMap<String, Tensor>) -> Vec<u8> {
+/// Deterministic safetensors bytes (header keys and data in name order): u8 tensors as U8,
+/// every other one as float32.
+fn serialize(tensors: &BTreeMap<String, Tensor>) -> Vec<u8> {
     let _guard = tch::no_grad_guard();
     let mut header = serde_json::Map::new();
     let mut data = Vec::new();
     for (name, t) in tensors {
-        let t = t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
-        let n = t.numel();
-        let mut values = vec![0f32; n];
-        t.copy_data(&mut values, n);
         let start = data.len();
-        data.reserve(4 * n);
-        for v in values {
-            data.extend_from_slice(&v.to_le_bytes());
-        }
+        let (dtype, t) = if t.kind() == Kind::Uint8 {
+            let t = t.to_device(Device::Cpu).contiguous();
+            let n = t.numel();
+            data.resize(start + n, 0);
+            t.copy_data(&mut data[start..], n);
+            ("U8", t)
+        } else {
+            let t = t.to_device(Device::Cpu).to_kind(Kind::Float).contiguous();
+            let n = t.numel();
+            let mut values = vec![0f32; n];
+            t.copy_data(&mut values, n);
+            data.reserve(4 * n);
+            for v in values {
+                data.extend_from_slice(&v.to_le_bytes());
+            }
+            ("F32", t)
+        };
         header.insert(
             name.clone(),
-            serde_json::json!({"dtype": "F32", "shape": t.size(), "data_offsets": [start, data.len()]}),
+            serde_json::json!({"dtype": dtype, "shape": t.size(), "data_offsets": [start, data.len()]}),
         );
     }
     let mut header = serde_json::to_string(&header).expect("serialises").into_bytes();
@@ -125,7 +154,7 @@ fn serialize_f32(tensors: &BTreeMap<String, Tensor>) -> Vec<u8> {
 /// Writes the state atomically into `dir` (created if needed).
 pub fn save(dir: &Path, meta: &mut StateMeta, tensors: &BTreeMap<String, Tensor>) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let bytes = serialize_f32(tensors);
+    let bytes = serialize(tensors);
     meta.format = STATE_FORMAT.into();
     meta.format_version = STATE_FORMAT_VERSION;
     meta.tensors_file = format!("tensors-{:08}.safetensors", meta.step);
@@ -208,11 +237,15 @@ pub fn load(dir: &Path, models_dir: &Path) -> Result<LoadedState> {
     let mut tensors = HashMap::with_capacity(st.len());
     for name in st.names() {
         let view = st.tensor(name).map_err(|e| corrupt(&tpath, format!("tensor `{name}`: {e:?}"), models_dir))?;
-        if view.dtype() != Dtype::F32 {
-            return Err(corrupt(&tpath, format!("tensor `{name}` is {:?}, expected F32", view.dtype()), models_dir));
-        }
+        let kind = match view.dtype() {
+            Dtype::F32 => Kind::Float,
+            Dtype::U8 => Kind::Uint8,
+            other => {
+                return Err(corrupt(&tpath, format!("tensor `{name}` is {other:?}, expected F32 or U8"), models_dir))
+            }
+        };
         let shape: Vec<i64> = view.shape().iter().map(|&d| d as i64).collect();
-        let t = Tensor::f_from_data_size(view.data(), &shape, Kind::Float)?;
+        let t = Tensor::f_from_data_size(view.data(), &shape, kind)?;
         tensors.insert(name.clone(), t);
     }
     Ok(LoadedState { meta, tensors })

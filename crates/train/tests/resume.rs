@@ -225,16 +225,16 @@ fn corrupt_state_is_refused_and_the_last_checkpoint_kept() {
     state["format_version"] = 9.into();
     std::fs::write(&json_path, state.to_string()).unwrap();
     let msg = train(&resume, &mut |_| {}).unwrap_err().to_string();
-    assert!(msg.contains("`format_version` is Some(9), this koma reads 1 to 2"), "{msg}");
+    assert!(msg.contains("`format_version` is Some(9), this koma reads 1 to 3"), "{msg}");
 
-    // Restored in the form of version 1 (before `budget_spent`), it resumes and is saved as 2.
+    // Restored in the form of version 1 (before `budget_spent`), it resumes and is saved as 3.
     state["format_version"] = 1.into();
     state.as_object_mut().unwrap().remove("budget_spent").unwrap();
     std::fs::write(&json_path, state.to_string()).unwrap();
     let s = train(&resume, &mut |_| {}).unwrap();
     assert_eq!((s.start_step, s.final_step), (10, 15));
     let saved: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
-    assert_eq!(saved["format_version"], 2);
+    assert_eq!(saved["format_version"], 3);
 }
 
 /// Trains a run to step 10 (SGD, no gradient clipping), then goes on at learning rate `lr` with a

@@ -4,14 +4,15 @@
 //! backward passes, data parallel over several devices), `persist.rs` (checkpoints, the training
 //! state, `--resume`) and `memory.rs` (malloc tuning for the activations).
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
 use koma_base::Rng;
-use koma_nn::{DeviceSpec, ModelConfig, Network, Precision, RunOptions};
+use koma_nn::{DeviceSpec, InputBatch, ModelConfig, Network, Precision, RunOptions};
 use rand::SeedableRng;
 use tch::{Device, Tensor};
 
-use crate::averaging::Ema;
+use crate::averaging::{recompute_statistics, restoring, Ema};
 use crate::batch::HostBatch;
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
@@ -77,6 +78,11 @@ pub struct Trainer {
     parent: Option<String>,
     /// The average that checkpoints publish (`ema_samples` > 0).
     ema: Option<Ema>,
+    /// With `ema`: the inputs of the last batches trained on (at most
+    /// [`Trainer::statistics_batches`]), on which the average's batch-norm statistics are
+    /// recomputed at a publish. Saved with the training state, so that a resumed run publishes
+    /// what the uninterrupted one would.
+    recent_inputs: VecDeque<InputBatch>,
     /// The share of the run's budget spent (0 to 1), for a learning rate that anneals over it
     /// ([`crate::LrConfig::over_budget`]); kept in the training state for a resume.
     budget_spent: f64,
@@ -87,6 +93,11 @@ fn sorted_variables(network: &Network) -> Vec<(String, Tensor)> {
     let mut variables: Vec<(String, Tensor)> = network.var_store().variables().into_iter().collect();
     variables.sort_by(|a, b| a.0.cmp(&b.0));
     variables
+}
+
+/// The network's batch-norm running statistics (its non-trainable variables), sorted by name.
+fn sorted_statistics(network: &Network) -> Vec<(String, Tensor)> {
+    sorted_variables(network).into_iter().filter(|(_, t)| !t.requires_grad()).collect()
 }
 
 impl std::fmt::Debug for Trainer {
@@ -172,7 +183,8 @@ impl Trainer {
         };
         let rng = Rng::seed_from_u64(config.seed);
         let channels_last = config.memory_format.channels_last_on(device);
-        let ema = (config.ema_samples > 0.0).then(|| Ema::new(&sorted_variables(&network), config.ema_samples));
+        let ema = (config.ema_samples > 0.0)
+            .then(|| Ema::new(optimizer.params(), &sorted_statistics(&network), config.ema_samples));
         Ok(Trainer {
             config,
             network,
@@ -189,6 +201,7 @@ impl Trainer {
             rng,
             parent,
             ema,
+            recent_inputs: VecDeque::new(),
             budget_spent: 0.0,
         })
     }
@@ -273,9 +286,17 @@ impl Trainer {
     /// One optimiser step on `batch`.
     pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
         let lr = self.lr();
+        if self.ema.is_some() {
+            let mut kept = match self.recent_inputs.len() >= self.statistics_batches() {
+                true => self.recent_inputs.pop_front().unwrap_or_default(),
+                false => InputBatch::new(),
+            };
+            kept.copy_from(&batch.inputs);
+            self.recent_inputs.push_back(kept);
+        }
         let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
         if let (Some(ema), true) = (&mut self.ema, applied) {
-            ema.update(&sorted_variables(&self.network), self.step, batch.len())?;
+            ema.update(self.optimizer.params(), self.step, batch.len())?;
         }
         self.step += 1;
         self.samples_seen += batch.len() as u64;
@@ -298,5 +319,34 @@ impl Trainer {
             skipped: !applied,
             loss_scale: self.scaler.as_ref().map(|s| s.scale),
         })
+    }
+
+    /// How many of the last batches the average's statistics are recomputed on.
+    fn statistics_batches(&self) -> usize {
+        self.config.ema_statistics_samples.div_ceil(self.config.batch_size.max(1)).max(1)
+    }
+
+    /// Recomputes the batch-norm statistics of the averaged weights on the kept inputs (unless
+    /// done at this step already, or nothing is kept: a resumed trainer that has not trained yet
+    /// keeps the statistics its state holds). The network's own weights and statistics are left
+    /// as they were.
+    fn recompute_average_statistics(&mut self) -> Result<()> {
+        let Some(ema) = &mut self.ema else { return Ok(()) };
+        if self.recent_inputs.is_empty() || ema.statistics_are_from(self.step) {
+            return Ok(());
+        }
+        let (network, inputs, device, channels_last) =
+            (&self.network, &self.recent_inputs, self.device, self.channels_last);
+        let statistics = sorted_statistics(network);
+        restoring(&sorted_variables(network), || -> Result<()> {
+            ema.copy_into(self.optimizer.params(), &statistics)?;
+            recompute_statistics(&statistics, inputs.len(), koma_nn::model::BATCH_NORM_MOMENTUM, |k| {
+                let _guard = tch::no_grad_guard();
+                let (in1, in2) = crate::batch::input_tensors(&inputs[k], 0..inputs[k].len(), device, channels_last);
+                let _ = network.net().forward_with_reply_t(&in1, &in2, true);
+                Ok(())
+            })?;
+            ema.set_statistics(&statistics, self.step)
+        })?
     }
 }

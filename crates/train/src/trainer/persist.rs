@@ -6,14 +6,15 @@
 //! divergence. An update can overflow the weights from a finite gradient, and an f16 forward pass
 //! can overflow the statistics; either would otherwise be published and restored by `--resume`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 
 use koma_nn::checkpoint::{self, TrainingInfo};
-use koma_nn::Network;
+use koma_nn::InputBatch;
 use tch::{Device, Tensor};
 
-use super::{keep_freed_memory, run_options, sorted_variables, Mode, Trainer};
+use super::{keep_freed_memory, run_options, sorted_statistics, sorted_variables, Mode, Trainer};
+use crate::averaging::restoring;
 use crate::config::TrainConfig;
 use crate::error::{Result, TrainError};
 use crate::optim::Optimizer;
@@ -41,7 +42,7 @@ impl Trainer {
         config.validate()?;
         keep_freed_memory();
         let loaded = state::load(state_dir, models_dir)?;
-        let meta = loaded.meta;
+        let meta = loaded.meta.clone();
         let bad = |reason: String| state::inconsistent(state_dir, models_dir, reason);
         if config.optimizer.kind != meta.config.optimizer.kind
             || Optimizer::buffer_kinds(&config.optimizer) != Optimizer::buffer_kinds(&meta.config.optimizer)
@@ -54,16 +55,7 @@ impl Trainer {
             )));
         }
         let (options, devices) = run_options(config)?;
-        let mut network = Network::new(&meta.model, &options, None)?;
-        {
-            let model: Vec<(String, Tensor)> = loaded
-                .tensors
-                .iter()
-                .filter_map(|(k, t)| k.strip_prefix("model/").map(|n| (n.to_string(), t.shallow_clone())))
-                .collect();
-            let path = state_dir.join(&meta.tensors_file);
-            checkpoint::copy_into(&path, &model, network.var_store_mut()).map_err(|e| bad(e.to_string()))?;
-        }
+        let network = loaded.raw_network(state_dir, models_dir, &options)?;
         let mode = Mode::resolve(config.precision, network.device(), allow_cpu_half)?;
         let mut trainer = Trainer::assemble(config.clone(), network, devices, mode, meta.last_checkpoint.clone())?;
         let optim: HashMap<String, Tensor> = loaded
@@ -79,6 +71,7 @@ impl Trainer {
                 .filter_map(|(k, t)| k.strip_prefix("ema/").map(|n| (n.to_string(), t.shallow_clone())))
                 .collect();
             ema.load(&averages, trainer.device)?;
+            trainer.recent_inputs = recent_inputs(&loaded.tensors).map_err(bad)?;
         }
         let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
         for copy in &mut trainer.compute {
@@ -115,12 +108,17 @@ impl Trainer {
             return Ok(path);
         }
         let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
+        self.recompute_average_statistics()?;
         match &self.ema {
-            // The published model is the average; training goes on from the raw weights.
+            // The published model is the average with its own statistics; training goes on from
+            // the raw weights.
             Some(ema) => {
-                let variables = sorted_variables(&self.network);
-                let network = &mut self.network;
-                ema.with_averages_in(&variables, || network.save(&path, &info))??
+                let statistics = sorted_statistics(&self.network);
+                let (network, params) = (&mut self.network, self.optimizer.params());
+                restoring(&sorted_variables(network), || {
+                    ema.copy_into(params, &statistics)?;
+                    network.save(&path, &info).map_err(TrainError::from)
+                })??
             }
             None => self.network.save(&path, &info)?,
         };
@@ -152,8 +150,11 @@ impl Trainer {
     }
 
     /// Writes the full training state into `state_dir` (atomically). Inf or NaN anywhere in it
-    /// is a [`TrainError::Diverged`], and nothing is written.
-    pub fn save_state(&self, state_dir: &Path) -> Result<()> {
+    /// is a [`TrainError::Diverged`], and nothing is written. With weight averaging the state
+    /// holds the average's statistics recomputed for this step, the ones its checkpoint
+    /// publishes (also when a resume has to publish it).
+    pub fn save_state(&mut self, state_dir: &Path) -> Result<()> {
+        self.recompute_average_statistics()?;
         self.check_finite()?;
         let tensors = self.state_tensors();
         let mut meta = StateMeta {
@@ -177,7 +178,9 @@ impl Trainer {
     }
 
     /// The tensors of the training state: `model/NAME` (every variable, batch-norm statistics
-    /// included) and `optim/NAME` (the optimiser's buffers).
+    /// included), `optim/NAME` (the optimiser's buffers), `ema/NAME` (the averaged parameters
+    /// and the statistics recomputed for them) and `recent/K/input{1,2}` (u8: the encoded inputs
+    /// of the last batches, oldest first).
     fn state_tensors(&self) -> BTreeMap<String, Tensor> {
         let mut tensors = BTreeMap::new();
         for (name, t) in self.network.var_store().variables() {
@@ -188,6 +191,10 @@ impl Trainer {
         }
         for (name, t) in self.ema.iter().flat_map(|e| e.tensors()) {
             tensors.insert(format!("ema/{name}"), t.shallow_clone());
+        }
+        for (k, inputs) in self.recent_inputs.iter().enumerate() {
+            tensors.insert(format!("recent/{k:04}/input1"), Tensor::from_slice(inputs.input1()));
+            tensors.insert(format!("recent/{k:04}/input2"), Tensor::from_slice(inputs.input2()));
         }
         tensors
     }
@@ -210,4 +217,33 @@ impl Trainer {
             }),
         }
     }
+}
+
+/// The kept inputs of a training state (`recent/K/input{1,2}`, K from 0, oldest first); none in
+/// a state written before they were kept. A pair that does not hold whole positions is an error.
+fn recent_inputs(tensors: &HashMap<String, Tensor>) -> std::result::Result<VecDeque<InputBatch>, String> {
+    let (len1, len2) = (koma_nn::FEATURES1_NUM * 81, koma_nn::FEATURES2_NUM * 81);
+    let mut kept = VecDeque::new();
+    for k in 0.. {
+        let (Some(in1), Some(in2)) =
+            (tensors.get(&format!("recent/{k:04}/input1")), tensors.get(&format!("recent/{k:04}/input2")))
+        else {
+            break;
+        };
+        let bytes = |t: &Tensor| Vec::<u8>::try_from(t.flatten(0, -1)).map_err(|e| format!("recent/{k:04}: {e}"));
+        let (in1, in2) = (bytes(in1)?, bytes(in2)?);
+        if in1.len() % len1 != 0 || in2.len() % len2 != 0 || in1.len() / len1 != in2.len() / len2 {
+            return Err(format!(
+                "recent/{k:04}: {} and {} bytes are not whole positions of {len1} and {len2} bytes",
+                in1.len(),
+                in2.len()
+            ));
+        }
+        let mut batch = InputBatch::with_capacity(in1.len() / len1);
+        for (a, b) in in1.chunks(len1).zip(in2.chunks(len2)) {
+            batch.push_encoded(a, b);
+        }
+        kept.push_back(batch);
+    }
+    Ok(kept)
 }

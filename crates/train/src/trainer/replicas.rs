@@ -25,7 +25,7 @@ use crate::scaler::global_norm;
 /// A copy of the network that computes forward and backward passes for the master weights: a
 /// data-parallel replica on another device, or the bf16 network of bf16 mode.
 pub(super) struct ComputeCopy {
-    _vs: VarStore,
+    pub(super) _vs: VarStore,
     net: Net,
     device: Device,
     /// The bf16 network of bf16 mode (else an f32 replica).
@@ -44,10 +44,18 @@ impl ComputeCopy {
         master: &VarStore,
         param_names: &[String],
     ) -> Result<ComputeCopy> {
-        let mut vs = VarStore::new(device);
+        let vs = VarStore::new(device);
         let net = Net::new(&vs.root(), config);
         if bf16 {
-            vs.bfloat16();
+            // Batch norm stays f32 (as under autocast): its parameters and running statistics,
+            // whose updates (a tenth of a batch's deviation) bf16's 8 significant bits round
+            // away; libtorch's batch norm takes a bf16 input with f32 parameters.
+            for (name, mut t) in vs.variables() {
+                if !koma_nn::model::is_batch_norm_variable(&name) {
+                    let half = t.to_kind(Kind::BFloat16);
+                    t.set_data(&half);
+                }
+            }
         }
         let vars = vs.variables();
         let mvars = master.variables();

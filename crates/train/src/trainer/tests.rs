@@ -1,7 +1,7 @@
 //! Tests of the trainer as a whole: precision, persistence and replicas together.
 
 use koma_nn::checkpoint;
-use koma_nn::{DeviceSpec, ModelConfig, Network, Precision};
+use koma_nn::{DeviceSpec, ModelConfig, Network, Precision, RunOptions};
 use tch::{Device, Tensor};
 
 use super::*;
@@ -274,4 +274,83 @@ fn channels_last_training_matches_contiguous() {
     for (name, t) in cl.network().var_store().variables() {
         assert!(t.equal(&loaded_vars[&name]), "{name} round-trips exactly");
     }
+}
+
+/// The published average carries batch-norm statistics of its own: for the stem, whose input is
+/// the encoded position itself, the running mean and variance are exactly the means of the
+/// averaged convolution's per-channel batch means and unbiased variances over the last batches
+/// trained before the checkpoint. The raw network keeps its own statistics, and the training
+/// state holds the published ones (a resume that publishes the checkpoint gives the same).
+#[test]
+fn the_published_average_has_statistics_recomputed_on_the_last_batches() {
+    let mut config = cpu_config(Precision::F32);
+    config.batch_size = 8;
+    config.ema_samples = 40.0;
+    config.ema_statistics_samples = 16; // two batches
+    config.checkpoint_every = 4;
+    config.memory_format = MemoryFormat::Contiguous;
+    let batches: Vec<HostBatch> = (0..4)
+        .map(|i| HostBatch::from_samples(&random_samples(8, 70 + i, SynthPolicy::MinLabel), &config.loss))
+        .collect();
+    let mut t = Trainer::new(&config, &ModelInit::Fresh(small())).unwrap();
+    for b in &batches {
+        t.train_step(b).unwrap();
+    }
+    let raw = variables(&t);
+    let dir = tempfile::tempdir().unwrap();
+    let (models, state_dir) = (dir.path().join("models"), dir.path().join("state"));
+    t.save_state(&state_dir).unwrap();
+    let path = t.save_checkpoint(&models).unwrap();
+    for ((name, a), (_, b)) in raw.iter().zip(variables(&t)) {
+        assert!(a.equal(&b), "{name}: publishing changed the raw network");
+    }
+    let published: std::collections::HashMap<String, Tensor> =
+        Network::load(&path, &RunOptions::cpu()).unwrap().var_store().variables();
+    let raw: std::collections::HashMap<String, Tensor> = raw.into_iter().collect();
+    assert!(!published["stem.conv.weight"].equal(&raw["stem.conv.weight"]), "the published weights are the average");
+
+    // The stem's statistics, computed here from the published (averaged) weights.
+    let weight = &published["stem.conv.weight"];
+    let (mut means, mut variances) = (Vec::new(), Vec::new());
+    for b in &batches[2..] {
+        let (in1, in2) = crate::batch::input_tensors(&b.inputs, 0..b.len(), Device::Cpu, false);
+        let x = Tensor::cat(&[in1, in2], 1).conv2d(weight, None::<Tensor>, [1, 1], [1, 1], [1, 1], 1);
+        means.push(x.mean_dim([0i64, 2, 3].as_slice(), false, tch::Kind::Float));
+        variances.push(x.var_dim([0i64, 2, 3].as_slice(), true, false));
+    }
+    let expected_mean = Tensor::stack(&means, 0).mean_dim(0, false, tch::Kind::Float);
+    let expected_var = Tensor::stack(&variances, 0).mean_dim(0, false, tch::Kind::Float);
+    let gap = |a: &Tensor, b: &Tensor| (a - b).abs().max().double_value(&[]);
+    assert!(gap(&published["stem.bn.running_mean"], &expected_mean) < 1e-4);
+    assert!(gap(&published["stem.bn.running_var"], &expected_var) < 1e-3 * expected_var.abs().max().double_value(&[]));
+    // Not the raw network's statistics (the check above would otherwise prove little).
+    assert!(gap(&raw["stem.bn.running_mean"], &expected_mean) > 1e-3);
+
+    // The state holds the same statistics: a resumed trainer that has to publish this step's
+    // checkpoint again publishes identical weights.
+    std::fs::remove_file(&path).unwrap();
+    let mut resumed = Trainer::resume(&config, &state_dir, &models).unwrap();
+    resumed.parent = None;
+    assert!(resumed.publish_checkpoint_of_state(&models).unwrap());
+    let again = Network::load(&path, &RunOptions::cpu()).unwrap().var_store().variables();
+    for (name, t) in &published {
+        assert!(t.equal(&again[name]), "{name} differs after the resume");
+    }
+}
+
+/// The bf16 compute copy keeps batch norm in f32 (its statistics' small updates would round away
+/// in bf16) and everything else in bf16; a step runs with the mixed kinds.
+#[test]
+fn the_bf16_copy_keeps_batch_norm_in_f32() {
+    let config = cpu_config(Precision::Bf16);
+    let batch = HostBatch::from_samples(&random_samples(16, 43, SynthPolicy::MinLabel), &config.loss);
+    let mut t = Trainer::new_allowing_cpu_half(&config, &ModelInit::Fresh(small())).unwrap();
+    t.train_step(&batch).unwrap();
+    let copy = t.compute[0]._vs.variables();
+    for (name, v) in &copy {
+        let expected =
+            if koma_nn::model::is_batch_norm_variable(name) { tch::Kind::Float } else { tch::Kind::BFloat16 };
+        assert_eq!(v.kind(), expected, "{name}");
+    }
+    assert!(copy.keys().any(|n| n.ends_with("running_var")));
 }

@@ -4,7 +4,8 @@
 //!   files to replay shards;
 //! - `export`: shards to an hcpe or hcpe3 file;
 //! - `stats`: what shards hold (games, results, lengths, policy entries, move labels, bytes);
-//! - `verify`: every dataset of every shard read and checked; exit status 1 if any is bad.
+//! - `verify`: every dataset of every shard read and checked; exit status 1 if any is bad;
+//! - `loss`: networks' losses on held-out samples (`loss.rs`).
 //!
 //! docs/data-format.md describes what each source becomes.
 
@@ -18,6 +19,8 @@ use koma_data::import::{self, ImportEvent, ImportOptions, RecordOptions, Source}
 use koma_data::inspect::{list_shards, shard_stats, verify_shard, ShardStats};
 use koma_nn::encoding::{direction, move_label, MOVE_LABELS, SQUARES};
 use koma_shogi::{PieceType, Square};
+
+mod loss;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -33,6 +36,9 @@ enum Command {
     Export(ExportArgs),
     /// Statistics of shards: games, results, lengths, policy entries, move labels, bytes.
     Stats(StatsArgs),
+    /// Losses of networks (checkpoints, or a training state's raw weights) on samples of shards
+    /// they were not trained on.
+    Loss(loss::LossArgs),
     /// Read and check every shard; exit status 1 if any is bad.
     Verify(VerifyArgs),
 }
@@ -125,6 +131,7 @@ pub fn run(args: Args) -> Result<()> {
         Command::Export(a) => run_export(a),
         Command::Stats(a) => run_stats(a),
         Command::Verify(a) => run_verify(a),
+        Command::Loss(a) => loss::run(a),
     }
 }
 
