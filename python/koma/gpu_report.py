@@ -64,6 +64,30 @@ def selfplay_table(steps: list) -> list:
             "|---|---:|---:|---:|---:|---:|"] + rows + [""]
 
 
+def onnx_table(steps: list) -> list:
+    """Positions/s of the exported net under each ONNX Runtime provider, by batch size."""
+    out = next((s["output"] for s in steps if s["name"] == "bench-onnx" and s["output"]), None)
+    if not out:
+        return []
+    if "error" in out:
+        return ["## ONNX Runtime", "", out["error"], ""]
+    batches = sorted({int(b) for p in out["providers"].values() for b in p["batches"]})
+    rows = []
+    for name, p in out["providers"].items():
+        if not p["available"]:
+            cells = ["not in this onnxruntime"] + [""] * (len(batches) - 1)
+        elif "error" in p:
+            cells = [p["error"][:80]] + [""] * (len(batches) - 1)
+        else:
+            cells = [f"{p['batches'][str(b)]['positions_per_second']:.0f}" if "positions_per_second"
+                     in p["batches"].get(str(b), {}) else p["batches"].get(str(b), {}).get("error", "—")[:40]
+                     for b in batches]
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+    return ["## ONNX Runtime (positions/s)", "", f"onnxruntime {out['onnxruntime']}", "",
+            "| provider | " + " | ".join(f"batch {b}" for b in batches) + " |",
+            "|---|" + "---:|" * len(batches)] + rows + [""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -94,6 +118,7 @@ def main() -> None:
         if s["name"].startswith("bench-nn") and s["output"]:
             md += [f"## {s['name']}", "", "```json", json.dumps(s["output"], indent=1)[:4000], "```", ""]
     md += selfplay_table(steps)
+    md += onnx_table(steps)
     for s in steps:
         if (s["name"].startswith("bench-train") or s["name"].startswith("bench-selfplay") or s["name"] == "pipeline") \
                 and s["output"]:

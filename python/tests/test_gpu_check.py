@@ -17,7 +17,7 @@ def test_gpu_check_dry_run_writes_a_complete_report(koma_bin, tmp_path):
     assert report["dry_run"] is True
     names = [s["name"] for s in report["steps"]]
     assert names == ["info", "bench-nn-f32", "bench-selfplay-s1", "bench-selfplay-s2", "bench-selfplay-simulated",
-                     "bench-train-f32", "pipeline"], names
+                     "bench-train-f32", "pipeline", "onnx-init", "onnx-export", "bench-onnx"], names
     for s in report["steps"]:
         assert s["ok"], (s, (out / f"{s['name']}.log").read_text()[-2000:])
         assert s["output"] is not None, s
@@ -27,5 +27,9 @@ def test_gpu_check_dry_run_writes_a_complete_report(koma_bin, tmp_path):
     simulated = steps["bench-selfplay-simulated"]
     assert [d["services"] for d in simulated["designs"]] == [1, 2]
     assert all(d["evaluations"] > 0 and 0 < d["device_busy_fraction"] <= 1 for d in simulated["designs"]), simulated
+    cpu = steps["bench-onnx"]["providers"]["cpu"]
+    assert cpu["available"] and all(b["positions_per_second"] > 0 for b in cpu["batches"].values()), cpu
+    assert sorted(cpu["batches"]) == ["1", "8"], cpu
     md = (out / "report.md").read_text()
     assert "Dry run" in md and "| bench-train-f32 | ok |" in md and "Self-play: measured and simulated" in md
+    assert "ONNX Runtime (positions/s)" in md and "| cpu |" in md

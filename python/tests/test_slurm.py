@@ -1,7 +1,7 @@
 """deploy/slurm on a real single-node Slurm cluster started here: a trainer job and a 2-task
 self-play array on CPU with a tiny net. Both tasks' shards reach the trainer, models are published
 and picked up; scancel stops every job cleanly; a resubmitted trainer resumes from the state, and
-given an end ([run] steps) the trainer and self-play jobs end by themselves.
+given an end ([run] steps) the trainer, self-play and evaluator jobs end by themselves.
 
 The cluster is Debian's slurm-wlm and munge, installed (apt-get) and started by the test as root:
 slurmctld and slurmd with a private config (SLURM_CONF) in a temporary directory, on free ports.
@@ -242,10 +242,12 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
     read = lambda path: open(path, encoding="utf-8").read() if os.path.exists(path) else ""
     wait_for(lambda: line.search(read(resumed)), 180,
              f"the trainer to resume at step {step} over {len(all_shards)} shards", logs)
-    r = run([*submit, "--no-trainer", "--selfplay-tasks", "1"], env=env)
+    r = run([*submit, "--no-trainer", "--selfplay-tasks", "1", "--evaluator", "--evaluator-gpus", "0"], env=env)
     assert r.returncode == 0, r.stderr
-    selfplay_job = r.stdout.split()[1]
-    wait_for(lambda: not [l for l in jobs(env) if l.strip()], 400, "the trainer and self-play to end by themselves", logs)
+    ids = dict(line.split() for line in r.stdout.split("\n") if line.strip())
+    selfplay_job, evaluator_job = ids["selfplay"], ids["evaluator"]
+    wait_for(lambda: not [l for l in jobs(env) if l.strip()], 400,
+             "the trainer, self-play and the evaluator to end by themselves", logs)
     with open(os.path.join(rundir, "finished.json"), encoding="utf-8") as f:
         assert json.load(f)["step"] == end
     trainer_log = read(resumed)
@@ -254,3 +256,10 @@ def test_trainer_job_and_selfplay_array_on_a_real_slurm_cluster(koma_bin, tmp_pa
     assert selfplay_logs, logs()
     for name in selfplay_logs:
         assert f"the run is finished at step {end}" in read(os.path.join(logs_dir, name)), logs()
+    # The evaluator rated the last model against model 0 and played the end-of-run report: its
+    # games are in the run's arena results, its ratings in its log.
+    evaluator_log = read(os.path.join(logs_dir, f"slurm-evaluator-{evaluator_job}.out"))
+    last = f"model-{end:08d}"
+    assert f"{last} vs model 0:" in evaluator_log and "ratings (Bradley" in evaluator_log, logs()
+    with open(os.path.join(rundir, "arena", "results.jsonl"), encoding="utf-8") as f:
+        assert any(last in line for line in f), logs()

@@ -24,5 +24,5 @@ pub use sample::{
     GameSamples, RootValues, Sample, PLY_UNKNOWN, ROOT_VALUE_NAMES,
 };
 pub use shard::{write_shard, write_shard_with, GameInfo, ShardReader, FORMAT, FORMAT_VERSION, MOVE_ENCODING};
-pub use window::{ReplayWindow, SampleWeights, WindowSize};
+pub use window::{OpenFailures, ReplayWindow, SampleWeights, WindowSize, OPEN_TRIES};
 pub use writer::{ShardWriter, WriterSummary};

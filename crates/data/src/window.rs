@@ -1,9 +1,12 @@
 //! The replay window: the newest samples across the shards of a directory, sampled uniformly
-//! without loading whole shards. It notices new shards on [`ReplayWindow::refresh`] and skips a
-//! corrupt one with a warning.
+//! without loading whole shards. It notices new shards on [`ReplayWindow::refresh`]. A shard
+//! that fails to open is tried again at later refreshes, after 1, 2, 4, 8 and 16 seconds (a
+//! shared filesystem's transient error must not drop a shard for the whole run), and skipped
+//! with a warning after the sixth failure.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use koma_shogi::Move;
 
@@ -59,6 +62,25 @@ struct Shard {
     start: usize,
 }
 
+/// Tries to open a shard before it is given up (the first and five retries).
+pub const OPEN_TRIES: u32 = 6;
+/// The wait before the first retry; each further one waits twice as long.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+
+/// A shard that failed to open and is tried again.
+struct FailedOpen {
+    path: PathBuf,
+    tries: u32,
+    next_try: Instant,
+}
+
+/// Shards that did not open: still being retried, and given up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpenFailures {
+    pub retrying: usize,
+    pub given_up: usize,
+}
+
 pub struct ReplayWindow {
     dir: PathBuf,
     size: WindowSize,
@@ -66,18 +88,31 @@ pub struct ReplayWindow {
     shards: Vec<Shard>,
     known: HashSet<PathBuf>,
     total: usize,
+    retrying: Vec<FailedOpen>,
+    given_up: usize,
+    first_retry: Duration,
 }
 
 impl ReplayWindow {
     pub fn open(dir: &Path, size: WindowSize, weights: SampleWeights) -> Result<ReplayWindow> {
-        let mut window =
-            ReplayWindow { dir: dir.to_path_buf(), size, weights, shards: Vec::new(), known: HashSet::new(), total: 0 };
+        let mut window = ReplayWindow {
+            dir: dir.to_path_buf(),
+            size,
+            weights,
+            shards: Vec::new(),
+            known: HashSet::new(),
+            total: 0,
+            retrying: Vec::new(),
+            given_up: 0,
+            first_retry: FIRST_RETRY,
+        };
         window.refresh()?;
         Ok(window)
     }
 
     /// Picks up shards that appeared since the last call (oldest first, by modification time
-    /// then name). Returns how many were added.
+    /// then name), and retries those that failed to open and are due. Returns how many were
+    /// added. A retried shard that opens joins as the newest, whatever its age.
     pub fn refresh(&mut self) -> Result<usize> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|source| DataError::Io { path: self.dir.clone(), source })?;
@@ -88,22 +123,60 @@ impl ReplayWindow {
             .map(|p| (std::fs::metadata(&p).and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH), p))
             .collect();
         new.sort();
+        let now = Instant::now();
+        let (due, waiting): (Vec<FailedOpen>, Vec<FailedOpen>) =
+            std::mem::take(&mut self.retrying).into_iter().partition(|f| f.next_try <= now);
+        self.retrying = waiting;
+        let tries = due.into_iter().map(|f| (f.path, f.tries));
         let mut added = 0;
-        for (_, path) in new {
+        for (path, tried) in new.into_iter().map(|(_, p)| (p, 0)).chain(tries) {
             self.known.insert(path.clone());
             match ShardReader::open(&path) {
                 Ok(reader) if reader.is_empty() => {}
                 Ok(reader) => {
+                    if tried > 0 {
+                        tracing::info!("replay window: {} opened at try {}", path.display(), tried + 1);
+                    }
                     let len = reader.len();
                     self.shards.push(Shard { reader, start: self.total });
                     self.total += len;
                     added += 1;
                 }
-                Err(e) => tracing::warn!("replay window: skipping {}: {e}", path.display()),
+                Err(e) => self.failed_to_open(path, tried + 1, e),
             }
         }
         self.close_shards_behind_the_window();
         Ok(added)
+    }
+
+    /// Schedules the next try of a shard that failed its `tries`-th open, or gives it up.
+    fn failed_to_open(&mut self, path: PathBuf, tries: u32, error: DataError) {
+        if tries >= OPEN_TRIES {
+            tracing::warn!(
+                "replay window: skipping {}: it failed to open {tries} times; last: {error}",
+                path.display()
+            );
+            self.given_up += 1;
+            return;
+        }
+        let wait = self.first_retry * 2u32.pow(tries - 1);
+        tracing::warn!(
+            "replay window: cannot open {} (try {tries} of {OPEN_TRIES}), trying again in {} s: {error}",
+            path.display(),
+            wait.as_secs()
+        );
+        self.retrying.push(FailedOpen { path, tries, next_try: Instant::now() + wait });
+    }
+
+    /// Sets the wait before the first retry of a failed open (1 s by default), for tests.
+    #[doc(hidden)]
+    pub fn set_first_retry(&mut self, wait: Duration) {
+        self.first_retry = wait;
+    }
+
+    /// Shards that failed to open: waiting for a retry, and given up.
+    pub fn open_failures(&self) -> OpenFailures {
+        OpenFailures { retrying: self.retrying.len(), given_up: self.given_up }
     }
 
     /// Closes the shards whose samples have all left the window: they are never drawn again, and

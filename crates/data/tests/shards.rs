@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 
 use koma_data::{
-    flags, result_for, write_shard, DataError, GameSamples, PackedPosition, ReplayWindow, Sample, SampleWeights,
-    ShardReader, ShardWriter, WindowSize,
+    flags, result_for, write_shard, DataError, GameSamples, OpenFailures, PackedPosition, ReplayWindow, Sample,
+    SampleWeights, ShardReader, ShardWriter, WindowSize, OPEN_TRIES,
 };
 use koma_shogi::{EndReason, GameResult, Handicap, Move, Position, Square};
 
@@ -413,4 +413,42 @@ fn a_bad_shard_dropped_after_older_ones_closed_keeps_draws_in_open_shards() {
     assert_eq!(batch.len(), 300);
     let middle: Vec<PackedPosition> = games[4..8].iter().flat_map(|g| g.samples.iter().map(|s| s.position)).collect();
     assert!(batch.iter().all(|s| middle.contains(&s.position)), "drawn from a closed or dropped shard");
+}
+
+/// A shard that fails to open is tried again at later refreshes, after a wait that doubles:
+/// one that becomes readable joins the window; one that never does is given up after
+/// `OPEN_TRIES` tries, and both counts are reported.
+#[test]
+fn a_shard_that_fails_to_open_is_retried_with_backoff_then_given_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let flaky = dir.path().join("flaky.h5");
+    let broken = dir.path().join("broken.h5");
+    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(1000), SampleWeights::default()).unwrap();
+    window.set_first_retry(std::time::Duration::from_millis(50));
+    std::fs::write(&flaky, "not yet").unwrap();
+    std::fs::write(&broken, "garbage").unwrap();
+    let game = random_game(&mut Rng(5), 1);
+    let repaired = dir.path().join("repaired.h5.part");
+    write_shard(&repaired, std::slice::from_ref(&game)).unwrap();
+    assert_eq!(window.refresh().unwrap(), 0);
+    assert_eq!(window.open_failures(), OpenFailures { retrying: 2, given_up: 0 });
+    // Not due yet: nothing is tried, though the shard is readable now.
+    std::fs::rename(&repaired, &flaky).unwrap();
+    assert_eq!(window.refresh().unwrap(), 0);
+    assert_eq!(window.total_samples(), 0);
+    // Due: the repaired shard opens; the broken one fails again and waits twice as long.
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    assert_eq!(window.refresh().unwrap(), 1);
+    assert_eq!(window.total_samples(), game.samples.len());
+    assert_eq!(window.open_failures(), OpenFailures { retrying: 1, given_up: 0 });
+    let mut tries = 2;
+    while window.open_failures().retrying > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(50 << (tries - 1)));
+        window.refresh().unwrap();
+        tries += 1;
+        assert!(tries <= OPEN_TRIES + 1, "still retrying after {tries} tries");
+    }
+    assert_eq!(tries, OPEN_TRIES);
+    assert_eq!(window.open_failures(), OpenFailures { retrying: 0, given_up: 1 });
+    assert_eq!(window.total_samples(), game.samples.len());
 }

@@ -68,11 +68,8 @@ pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 
 fn bn(p: nn::Path, c: usize) -> nn::BatchNorm {
     // PyTorch's defaults (weight 1, bias 0); tch's default weight init is uniform(0, 1).
-    let config = nn::BatchNormConfig {
-        ws_init: nn::Init::Const(1.0),
-        momentum: BATCH_NORM_MOMENTUM,
-        ..Default::default()
-    };
+    let config =
+        nn::BatchNormConfig { ws_init: nn::Init::Const(1.0), momentum: BATCH_NORM_MOMENTUM, ..Default::default() };
     nn::batch_norm2d(p, c as i64, config)
 }
 

@@ -229,7 +229,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
             side.push(("gatekeeper", gatekeeper));
         }
         if config.arena.every_models > 0 {
-            let evaluator = scope.spawn(|| stages::evaluator::run(stages_run, stages_stop.clone(), stage_events));
+            let evaluator = scope
+                .spawn(|| stages::evaluator::run(stages_run, stages_stop.clone(), stage_events, false).map(|_| ()));
             side.push(("evaluator", evaluator));
         }
         // Every stage runs until the stop: one that ends on its own (an error, a panic, the

@@ -72,6 +72,12 @@ impl Run {
         Ok(())
     }
 
+    /// The run's end, when it ends a run with this config: `finished.json` at or past `[run] steps`
+    /// (a stale marker, under a raised step limit, does not).
+    pub fn end(&self) -> Result<Option<crate::run_dir::RunFinished>> {
+        self.dir.end_of_run_of(self.config.run.steps)
+    }
+
     /// Gives libtorch `[run] threads` CPU threads (0 leaves libtorch's default).
     pub fn set_threads(&self) {
         if self.config.run.threads > 0 {

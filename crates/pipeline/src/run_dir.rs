@@ -206,6 +206,11 @@ impl RunDir {
         }
     }
 
+    /// The run's end marker when it ends a run of `steps` steps ([`RunFinished::ends_run_of`]).
+    pub fn end_of_run_of(&self, steps: u64) -> Result<Option<RunFinished>> {
+        Ok(self.finished()?.filter(|end| end.ends_run_of(steps)))
+    }
+
     /// Marks the run finished at `step` (written durably: a reader sees it whole or not at all).
     pub fn mark_finished(&self, step: u64) -> Result<()> {
         let unix_seconds =

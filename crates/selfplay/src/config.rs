@@ -48,6 +48,10 @@ pub struct SelfPlayConfig {
     pub resign_consecutive: u32,
     /// Share of games played without resignation, to measure false resignations.
     pub no_resign_fraction: f32,
+    /// The false-resignation rate to keep under: the threshold starts at `resign_value` and is
+    /// adjusted during the run from the no-resign games (AlphaGo Zero's 5%; docs/pipeline.md, "Resignation").
+    /// 0: `resign_value` stays fixed.
+    pub resign_false_target: f32,
     /// Share of games started from a handicap position, and from the opening suite.
     pub handicap_fraction: f32,
     /// Share of games started from a position of the opening suite (`[run] openings`).
@@ -94,6 +98,7 @@ impl Default for SelfPlayConfig {
             resign_value: -0.95,
             resign_consecutive: 3,
             no_resign_fraction: 0.1,
+            resign_false_target: 0.05,
             handicap_fraction: 0.05,
             openings_fraction: 0.0,
             max_plies: 512,
@@ -164,6 +169,7 @@ impl SelfPlayConfig {
         }
         for (name, value) in [
             ("no_resign_fraction", self.no_resign_fraction),
+            ("resign_false_target", self.resign_false_target),
             ("handicap_fraction", self.handicap_fraction),
             ("openings_fraction", self.openings_fraction),
         ] {

@@ -9,6 +9,7 @@ use koma_shogi::{Color, EndReason, GameResult, Move, Position, Status};
 use rand::RngExt;
 
 use crate::config::SelfPlayConfig;
+use crate::resign::{LevelTracker, SideLevel};
 
 pub(crate) struct Game {
     pos: Position,
@@ -24,6 +25,8 @@ pub(crate) struct Game {
     low_value_streak: [u32; 2],
     /// In a no-resign game: the first side that would have resigned.
     would_have_resigned: Option<Color>,
+    /// Each side's resignation level (the threshold it would have resigned at), by color index.
+    resign_levels: [LevelTracker; 2],
     /// This move's search: full (recorded) or cheap, target and progress.
     full_search: bool,
     target: u32,
@@ -45,6 +48,8 @@ pub(crate) struct Finished {
     pub(crate) would_have_resigned: bool,
     /// A no-resign game whose would-be resigner did not lose.
     pub(crate) false_resignation: bool,
+    /// A no-resign game: both sides' resignation levels, for the threshold's adjustment.
+    pub(crate) resign_levels: Option<[SideLevel; 2]>,
 }
 
 impl Game {
@@ -65,6 +70,7 @@ impl Game {
             no_resign: rng.random::<f64>() < config.no_resign_fraction as f64,
             low_value_streak: [0; 2],
             would_have_resigned: None,
+            resign_levels: [LevelTracker::new(), LevelTracker::new()],
             full_search: true,
             target: 0,
             done: 0,
@@ -139,12 +145,14 @@ impl Game {
         self.pending.is_empty() && (self.done >= self.target || self.stalled)
     }
 
-    /// Plays the searched move; returns the finished game if it ended.
+    /// Plays the searched move, resigning at `resign_value` (the threshold now); returns the
+    /// finished game if it ended.
     pub(crate) fn play(
         &mut self,
         config: &SelfPlayConfig,
         rules: &GameRules,
         model: &str,
+        resign_value: f32,
         rng: &mut Rng,
     ) -> Option<Finished> {
         let us = self.pos.side_to_move();
@@ -161,7 +169,10 @@ impl Game {
         let value = self.search.root_value_as(config.root_value);
         let best_child =
             self.search.root_children().into_iter().filter(|c| c.visits > 0).max_by_key(|c| c.visits).and_then(|c| c.q);
-        let low = value < config.resign_value && best_child.is_some_and(|q| q < config.resign_value);
+        // Both below t ⟺ the larger below t: one number per move decides at every threshold.
+        let decisive = best_child.map_or(f32::INFINITY, |q| q.max(value));
+        self.resign_levels[us.index()].push(decisive, config.resign_consecutive);
+        let low = decisive < resign_value;
         let streak = &mut self.low_value_streak[us.index()];
         *streak = if low { *streak + 1 } else { 0 };
         let resigns = *streak >= config.resign_consecutive.max(1);
@@ -210,6 +221,9 @@ impl Game {
             s.result = result_for(side, result.winner);
         }
         let false_resignation = self.would_have_resigned.is_some_and(|c| result.winner != Some(!c));
+        let side_level =
+            |c: Color| SideLevel { level: self.resign_levels[c.index()].level(), lost: result.winner == Some(!c) };
+        let resign_levels = self.no_resign.then(|| [side_level(Color::Black), side_level(Color::White)]);
         Finished {
             samples: GameSamples {
                 start_sfen: self.start_sfen.clone(),
@@ -224,6 +238,7 @@ impl Game {
             no_resign: self.no_resign,
             would_have_resigned: self.would_have_resigned.is_some(),
             false_resignation,
+            resign_levels,
         }
     }
 }
@@ -272,7 +287,7 @@ mod tests {
             search_move(&mut game, &UniformEvaluator);
             let best = game.search.root_children().into_iter().max_by_key(|c| c.visits).unwrap();
             assert_eq!(best.q, Some(0.0), "the best child was searched");
-            let ended = game.play(&config, &rules, "m", &mut rng);
+            let ended = game.play(&config, &rules, "m", config.resign_value, &mut rng);
             (game, ended)
         };
         // Resignation on, both values below: the side to move resigns.
@@ -286,6 +301,12 @@ mod tests {
         assert!(ended.is_none());
         let drawn = game.finish(GameResult { winner: None, reason: EndReason::MaxMoves });
         assert!(drawn.no_resign && drawn.would_have_resigned && drawn.false_resignation);
+        // Its sides' resignation levels: Black's one move valued 0 (it resigns at any threshold
+        // above 0), White never moved.
+        let [black, white] = drawn.resign_levels.expect("a no-resign game reports its levels");
+        assert_eq!((black.level, black.lost), (0.0, false));
+        assert_eq!(white.level, f32::INFINITY);
+        assert!(ended_levels_absent_when_resigning(&play_one(0.5, 0.0).1));
         let (mut game, _) = play_one(0.5, 1.0);
         let lost = game.finish(GameResult { winner: Some(Color::White), reason: EndReason::Checkmate });
         assert!(lost.would_have_resigned && !lost.false_resignation);
@@ -304,13 +325,18 @@ mod tests {
         let mut game = Game::new(Position::startpos(), &config, rules, "model-a", &mut rng);
         search_move(&mut game, &UniformEvaluator);
         assert!(game.search.cache().is_some_and(|c| !c.is_empty()));
-        assert!(game.play(&config, &rules, "model-a", &mut rng).is_none());
+        assert!(game.play(&config, &rules, "model-a", config.resign_value, &mut rng).is_none());
         assert!(game.search.cache().is_some_and(|c| !c.is_empty()), "the same model keeps its cache");
         search_move(&mut game, &UniformEvaluator);
-        assert!(game.play(&config, &rules, "model-b", &mut rng).is_none());
+        assert!(game.play(&config, &rules, "model-b", config.resign_value, &mut rng).is_none());
         assert!(game.search.cache().is_some_and(|c| c.is_empty()), "model-a's evaluations survived the swap");
         assert_eq!(game.search.root_visits(), 0, "model-a's tree survived the swap");
         let finished = game.finish(GameResult { winner: None, reason: EndReason::MaxMoves });
         assert_eq!(finished.samples.model, "model-a");
+    }
+
+    /// Games with resignation on report no levels (only no-resign games calibrate).
+    fn ended_levels_absent_when_resigning(ended: &Option<Finished>) -> bool {
+        ended.as_ref().is_some_and(|f| f.resign_levels.is_none())
     }
 }

@@ -12,6 +12,7 @@ mod error;
 mod game;
 mod openings;
 mod records;
+pub mod resign;
 pub mod seed;
 mod stats;
 mod worker;
@@ -28,6 +29,7 @@ pub use config::SelfPlayConfig;
 pub use error::{RecordError, SelfPlayError};
 pub use openings::StartPositions;
 pub use records::{game_record, RecordFormat, RecordSummary, RecordTee, RecordWriter};
+use resign::ResignThreshold;
 pub use stats::SelfPlayStats;
 
 /// Self-play's running totals: its one progress type, from the workers to every status line,
@@ -46,12 +48,13 @@ pub struct Progress {
 
 impl Progress {
     /// `812 games (67.3/min) · 40212 samples · 96 moves/s · 2210 evals/s · avg 118 plies · B 371
-    /// W 366 D 75 · model-00000900`: the status line of self-play.
+    /// W 366 D 75 · resign < -0.950 (false 1/24) · model-00000900`: the status line of self-play.
     pub fn line(&self) -> String {
         let secs = self.seconds.max(1e-9);
         let st = &self.stats;
         format!(
-            "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · {}",
+            "{} games ({:.1}/min) · {} samples · {:.0} moves/s · {:.0} evals/s · avg {:.0} plies · B {} W {} D {} · \
+             resign < {:.3} (false {}/{}) · {}",
             st.games,
             st.games as f64 * 60.0 / secs,
             st.samples,
@@ -61,6 +64,9 @@ impl Progress {
             st.black_wins,
             st.white_wins,
             st.draws,
+            st.resign_value,
+            st.false_resignations,
+            st.would_resign_games,
             self.model
         )
     }
@@ -139,7 +145,8 @@ pub fn run(
         games_left: AtomicUsize::new(games),
         stop,
         failed: AtomicBool::new(false),
-        stats: Mutex::new(SelfPlayStats::default()),
+        stats: Mutex::new(SelfPlayStats { resign_value: config.resign_value, ..SelfPlayStats::default() }),
+        resign: ResignThreshold::new(config.resign_value, config.resign_false_target as f64),
         moves: AtomicUsize::new(0),
         sink,
     };

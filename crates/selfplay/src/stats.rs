@@ -19,6 +19,8 @@ pub struct SelfPlayStats {
     pub no_resign_games: usize,
     pub would_resign_games: usize,
     pub false_resignations: usize,
+    /// The resignation threshold now (adjusted from the no-resign games; `resign_false_target`).
+    pub resign_value: f32,
     /// Games by how they ended (EndReason names).
     pub endings: std::collections::BTreeMap<String, usize>,
 }
@@ -81,6 +83,7 @@ mod tests {
             no_resign,
             would_have_resigned: would,
             false_resignation: wrong,
+            resign_levels: None,
         }
     }
 

@@ -15,6 +15,7 @@ use rand::SeedableRng;
 use crate::config::SelfPlayConfig;
 use crate::game::{Finished, Game};
 use crate::openings::StartPositions;
+use crate::resign::ResignThreshold;
 use crate::stats::SelfPlayStats;
 
 pub(crate) struct Shared {
@@ -27,6 +28,8 @@ pub(crate) struct Shared {
     /// Set when a worker fails (or panics): the others stop too.
     pub(crate) failed: AtomicBool,
     pub(crate) stats: Mutex<SelfPlayStats>,
+    /// The resignation threshold, adjusted from the no-resign games.
+    pub(crate) resign: ResignThreshold,
     pub(crate) moves: AtomicUsize,
     pub(crate) sink: Sender<GameSamples>,
 }
@@ -43,7 +46,14 @@ impl Shared {
 
     /// Counts a finished game and sends it on; a closed sink (the shard writer failed) is an error.
     fn record(&self, finished: Finished) -> Result<(), WorkerError> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner()).add(&finished);
+        if let Some(levels) = finished.resign_levels {
+            self.resign.record(levels);
+        }
+        {
+            let mut stats = self.stats.lock().unwrap_or_else(|e| e.into_inner());
+            stats.add(&finished);
+            stats.resign_value = self.resign.value();
+        }
         self.sink.send(finished.samples).map_err(|_| WorkerError::SinkClosed)
     }
 }
@@ -107,7 +117,7 @@ fn play(shared: &Shared, slot: &EvaluatorSlot, client: InferenceClient, seed: u6
                 let Some(game) = place.as_mut() else { continue };
                 if game.move_ready() {
                     shared.moves.fetch_add(1, Ordering::Relaxed);
-                    if let Some(finished) = game.play(config, &shared.rules, &model, &mut rng) {
+                    if let Some(finished) = game.play(config, &shared.rules, &model, shared.resign.value(), &mut rng) {
                         shared.record(finished)?;
                         *place = shared
                             .claim_game()

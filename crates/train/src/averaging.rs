@@ -78,14 +78,24 @@ impl Ema {
         self.averages.iter().chain(&self.statistics).map(|(n, t)| (n.as_str(), t))
     }
 
-    /// Restores what [`Ema::tensors`] saved; a variable without a saved value (a state written
-    /// before averaging was on) starts from the network's value.
-    pub(crate) fn load(&mut self, saved: &std::collections::HashMap<String, Tensor>, device: Device) -> Result<()> {
+    /// Restores what [`Ema::tensors`] saved at step `step`; a variable without a saved value (a
+    /// state written before averaging was on) starts from the network's value. Saved statistics
+    /// count as recomputed at `step` (a state is saved after the recomputation), so publishing
+    /// that step again uses them as they are, to the bit.
+    pub(crate) fn load(
+        &mut self,
+        saved: &std::collections::HashMap<String, Tensor>,
+        device: Device,
+        step: u64,
+    ) -> Result<()> {
         let _guard = tch::no_grad_guard();
         for (name, value) in self.averages.iter_mut().chain(&mut self.statistics) {
             if let Some(t) = saved.get(name.as_str()) {
                 value.f_copy_(&t.f_to_device(device)?)?;
             }
+        }
+        if self.statistics.iter().all(|(name, _)| saved.contains_key(name.as_str())) {
+            self.statistics_step = Some(step);
         }
         Ok(())
     }
@@ -175,7 +185,8 @@ mod tests {
         // The statistics are not averaged: they stay as taken until recomputed.
         assert_eq!(Vec::<f32>::try_from(&ema.statistics[0].1).unwrap(), vec![5.0]);
         // The averages go in for `f` and the raw values come back after it.
-        let shallow = |v: &[(String, Tensor)]| v.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect::<Vec<_>>();
+        let shallow =
+            |v: &[(String, Tensor)]| v.iter().map(|(n, t)| (n.clone(), t.shallow_clone())).collect::<Vec<_>>();
         let both: Vec<(String, Tensor)> = shallow(&params).into_iter().chain(shallow(&stats)).collect();
         let seen = restoring(&both, || {
             ema.copy_into(&params, &stats).unwrap();

@@ -81,6 +81,9 @@ impl Default for TrainConfig {
     }
 }
 
+/// The most positions `ema_statistics_samples` may name (about 630 MB of kept inputs).
+pub const MAX_EMA_STATISTICS_SAMPLES: usize = 65_536;
+
 /// Memory format of the network's activations during training (`train.memory_format`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -595,10 +598,12 @@ impl TrainConfig {
         if !(self.ema_samples >= 0.0 && self.ema_samples.is_finite()) {
             return bad("ema_samples must be 0 (off) or a positive number of samples");
         }
-        if self.ema_samples > 0.0 && self.ema_statistics_samples == 0 {
-            return bad(
-                "ema_statistics_samples must be at least 1: the averaged weights need batch-norm statistics of their own",
-            );
+        if self.ema_samples > 0.0 && !(1..=MAX_EMA_STATISTICS_SAMPLES).contains(&self.ema_statistics_samples) {
+            return bad(&format!(
+                "ema_statistics_samples must be 1 to {MAX_EMA_STATISTICS_SAMPLES}: the averaged weights need batch-norm \
+                 statistics of their own, and the trainer keeps that many positions' inputs (about 10 KB each) in memory \
+                 and in its state"
+            ));
         }
         if !(0.0..=1.0).contains(&self.loss.result_weight) {
             return bad("loss.result_weight must be in [0, 1]");

@@ -5,12 +5,12 @@
 
 use std::path::PathBuf;
 
-use koma_data::{ShardReader, Sample};
+use koma_data::{Sample, ShardReader};
 use koma_nn::Network;
 
 use crate::batch::HostBatch;
 use crate::config::LossConfig;
-use crate::error::{Result, TrainError};
+use crate::error::Result;
 use crate::loss::{batch_metrics, BatchMetrics};
 
 /// Positions per forward pass.
@@ -18,25 +18,25 @@ const CHUNK: usize = 256;
 
 /// Up to `count` samples spread evenly over `shards` taken as one sequence (every
 /// (total/count)-th, so every shard contributes by its size), in shard order; and how many the
-/// shards hold in all.
+/// shards hold in all. One shard is open at a time.
 pub fn spread_samples(shards: &[PathBuf], count: usize) -> Result<(Vec<Sample>, usize)> {
-    let readers = shards.iter().map(|p| ShardReader::open(p).map_err(TrainError::from)).collect::<Result<Vec<_>>>()?;
-    let total: usize = readers.iter().map(ShardReader::len).sum();
+    let lengths = shards.iter().map(|p| Ok(ShardReader::open(p)?.len())).collect::<Result<Vec<_>>>()?;
+    let total: usize = lengths.iter().sum();
     let take = count.min(total);
-    let mut picked: Vec<Vec<usize>> = vec![Vec::new(); readers.len()];
+    let mut picked: Vec<Vec<usize>> = vec![Vec::new(); shards.len()];
     let (mut shard, mut start) = (0, 0);
     for i in 0..take {
         let global = (i as u128 * total as u128 / take as u128) as usize;
-        while global >= start + readers[shard].len() {
-            start += readers[shard].len();
+        while global >= start + lengths[shard] {
+            start += lengths[shard];
             shard += 1;
         }
         picked[shard].push(global - start);
     }
     let mut samples = Vec::with_capacity(take);
-    for (reader, indices) in readers.iter().zip(&picked) {
+    for (path, indices) in shards.iter().zip(&picked) {
         if !indices.is_empty() {
-            samples.extend(reader.read(indices)?);
+            samples.extend(ShardReader::open(path)?.read(indices)?);
         }
     }
     Ok((samples, total))

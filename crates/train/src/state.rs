@@ -73,7 +73,12 @@ pub struct LoadedState {
 impl LoadedState {
     /// The trained (raw, not averaged) network of the state, run as `options` say. `dir` and
     /// `models_dir` name the state in errors.
-    pub fn raw_network(&self, dir: &Path, models_dir: &Path, options: &koma_nn::RunOptions) -> Result<koma_nn::Network> {
+    pub fn raw_network(
+        &self,
+        dir: &Path,
+        models_dir: &Path,
+        options: &koma_nn::RunOptions,
+    ) -> Result<koma_nn::Network> {
         let mut network = koma_nn::Network::new(&self.meta.model, options, None)?;
         let model: Vec<(String, Tensor)> = self
             .tensors

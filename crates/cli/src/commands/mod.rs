@@ -11,6 +11,7 @@ mod convert;
 mod data;
 mod encode;
 mod eval;
+mod evaluate;
 mod experiment;
 mod export;
 mod info;
@@ -57,6 +58,8 @@ pub enum Command {
     Selfplay(selfplay::Args),
     /// Play a match between two players (checkpoints, reference players, USI engines).
     Arena(arena::Args),
+    /// A run's evaluator as its own process: the newest model against model 0 every few models, the end-of-run report when the trainer finishes.
+    Evaluate(evaluate::Args),
     /// Generate a balanced opening suite (USI position lines) for matches and self-play.
     Openings(openings::Args),
     /// Fit ratings over arena results and print (and plot) them.
@@ -91,6 +94,7 @@ impl Command {
                 | Command::Train(_)
                 | Command::Selfplay(_)
                 | Command::Arena(_)
+                | Command::Evaluate(_)
                 | Command::Bench(_)
         )
     }
@@ -111,6 +115,7 @@ impl Command {
             Command::Data(args) => data::run(args),
             Command::Selfplay(args) => selfplay::run(args),
             Command::Arena(args) => arena::run(args),
+            Command::Evaluate(args) => evaluate::run(args),
             Command::Ratings(args) => ratings::run(args),
             Command::Openings(args) => openings::run(args),
             Command::Encode(args) => encode::run(args),

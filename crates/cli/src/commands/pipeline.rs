@@ -315,8 +315,8 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
         let rate = st.false_resignation_rate().map_or("n/a".to_string(), |r| format!("{:.1}%", 100.0 * r));
         println!(
             "  resignations {}; false resignations {}/{} no-resign games that would have resigned ({}), of {} \
-             no-resign games",
-            st.resignations, st.false_resignations, st.would_resign_games, rate, st.no_resign_games
+             no-resign games; resigning below {:.3} at the end",
+            st.resignations, st.false_resignations, st.would_resign_games, rate, st.no_resign_games, st.resign_value
         );
     }
     println!("  models played: {}", sp.models.join(" → "));

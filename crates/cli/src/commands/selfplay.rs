@@ -229,8 +229,13 @@ pub fn run(args: Args) -> Result<()> {
             let rate = stats.false_resignation_rate().map_or("n/a".to_string(), |r| format!("{:.1}%", 100.0 * r));
             println!(
                 "resignations {}; false resignations {}/{} no-resign games that would have resigned ({}), \
-                 of {} no-resign games",
-                stats.resignations, stats.false_resignations, stats.would_resign_games, rate, stats.no_resign_games
+                 of {} no-resign games; resigning below {:.3} now",
+                stats.resignations,
+                stats.false_resignations,
+                stats.would_resign_games,
+                rate,
+                stats.no_resign_games,
+                stats.resign_value
             );
         }
     }

@@ -22,7 +22,7 @@ use crate::core_share::CoreShare;
 use crate::error::{PipelineError, Result};
 use crate::events::Event;
 use crate::run::Run;
-use crate::run_dir::{ModelRef, RunDir, RunFinished};
+use crate::run_dir::{ModelRef, RunDir};
 
 /// How often self-play looks for a new model.
 const MODEL_POLL: Duration = Duration::from_secs(2);
@@ -69,6 +69,10 @@ impl SelfPlayTensorboard {
         let secs = (now.seconds - then.seconds).max(1e-9);
         let per_s = |now: f64, then: f64| (now - then) / secs;
         let draws = now.stats.draws.saturating_sub(then.stats.draws);
+        let mut resignation = vec![("selfplay/resign_value", now.stats.resign_value as f64)];
+        if let Some(rate) = now.stats.false_resignation_rate() {
+            resignation.push(("selfplay/false_resignation_rate", rate));
+        }
         self.log.scalars(
             (self.base + now.stats.samples) as i64,
             &[
@@ -78,7 +82,10 @@ impl SelfPlayTensorboard {
                 ("selfplay/samples_per_s", per_s(now.stats.samples as f64, then.stats.samples as f64)),
                 ("selfplay/moves_per_s", per_s(now.moves as f64, then.moves as f64)),
                 ("selfplay/evals_per_s", per_s(now.inference.positions as f64, then.inference.positions as f64)),
-            ],
+            ]
+            .into_iter()
+            .chain(resignation)
+            .collect::<Vec<_>>(),
         );
         self.last = self.newest.clone();
     }
@@ -235,12 +242,6 @@ pub fn run(
     play(&run.dir, &run.config, &shard_prefix(), stop, events, share, until_run_end)
 }
 
-/// The run's end, when it ends a run with this config (a stale marker, under a raised step
-/// limit, does not).
-fn run_end(run: &RunDir, config: &PipelineConfig) -> Result<Option<RunFinished>> {
-    Ok(run.finished()?.filter(|end| end.ends_run_of(config.run.steps)))
-}
-
 /// The network self-play's inference service runs: its libtorch threads follow `share` if any.
 fn served(network: Network, share: &Option<Arc<CoreShare>>) -> Arc<dyn Evaluator> {
     match share {
@@ -266,7 +267,7 @@ fn play(
     until_run_end: bool,
 ) -> Result<SelfPlaySummary> {
     if until_run_end {
-        if let Some(end) = run_end(run, config)? {
+        if let Some(end) = run.end_of_run_of(config.run.steps)? {
             tracing::info!(
                 "the run is finished at {} ({}): no self-play",
                 end.describe(),
@@ -349,7 +350,7 @@ fn play(
                 }
                 last_look = Instant::now();
                 if until_run_end {
-                    match run_end(run, config) {
+                    match run.end_of_run_of(config.run.steps) {
                         Ok(Some(end)) => {
                             tracing::info!(
                                 "the run is finished at {} ({}): self-play ends, its finished games written",
@@ -466,6 +467,7 @@ fn play(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_dir::RunFinished;
     use koma_nn::{DeviceSpec, ModelConfig, TrainingInfo};
 
     fn write_model(run: &RunDir, step: u64) -> ModelRef {

@@ -286,15 +286,15 @@ impl Trainer {
     /// One optimiser step on `batch`.
     pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
         let lr = self.lr();
-        if self.ema.is_some() {
-            let mut kept = match self.recent_inputs.len() >= self.statistics_batches() {
-                true => self.recent_inputs.pop_front().unwrap_or_default(),
-                false => InputBatch::new(),
-            };
+        let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
+        if self.keeps_inputs_of_this_step() {
+            let mut kept = InputBatch::new();
+            while self.recent_inputs.len() >= self.statistics_batches() {
+                kept = self.recent_inputs.pop_front().unwrap_or_default();
+            }
             kept.copy_from(&batch.inputs);
             self.recent_inputs.push_back(kept);
         }
-        let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
         if let (Some(ema), true) = (&mut self.ema, applied) {
             ema.update(self.optimizer.params(), self.step, batch.len())?;
         }
@@ -326,6 +326,19 @@ impl Trainer {
         self.config.ema_statistics_samples.div_ceil(self.config.batch_size.max(1)).max(1)
     }
 
+    /// Whether the step just trained keeps its inputs for the average's statistics: it is one of
+    /// the last [`Trainer::statistics_batches`] before a checkpoint, or fewer are kept (a model
+    /// published off the checkpoint cadence, at a stop, uses the newest kept). Copying only
+    /// those keeps the copy off most steps; the kept inputs are part of the training state, so
+    /// a resumed run keeps the same ones.
+    fn keeps_inputs_of_this_step(&self) -> bool {
+        let wanted = self.statistics_batches();
+        let every = self.config.checkpoint_every.max(1);
+        // Called before the step count moves on: the step just trained is number `step + 1`.
+        let steps_to_checkpoint = (every - (self.step + 1) % every) % every;
+        self.ema.is_some() && ((steps_to_checkpoint as usize) < wanted || self.recent_inputs.len() < wanted)
+    }
+
     /// Recomputes the batch-norm statistics of the averaged weights on the kept inputs (unless
     /// done at this step already, or nothing is kept: a resumed trainer that has not trained yet
     /// keeps the statistics its state holds). The network's own weights and statistics are left
@@ -343,7 +356,7 @@ impl Trainer {
             recompute_statistics(&statistics, inputs.len(), koma_nn::model::BATCH_NORM_MOMENTUM, |k| {
                 let _guard = tch::no_grad_guard();
                 let (in1, in2) = crate::batch::input_tensors(&inputs[k], 0..inputs[k].len(), device, channels_last);
-                let _ = network.net().forward_with_reply_t(&in1, &in2, true);
+                let _ = network.net().forward_t(&in1, &in2, true);
                 Ok(())
             })?;
             ema.set_statistics(&statistics, self.step)

@@ -70,8 +70,13 @@ impl Trainer {
                 .iter()
                 .filter_map(|(k, t)| k.strip_prefix("ema/").map(|n| (n.to_string(), t.shallow_clone())))
                 .collect();
-            ema.load(&averages, trainer.device)?;
+            ema.load(&averages, trainer.device, meta.step)?;
             trainer.recent_inputs = recent_inputs(&loaded.tensors).map_err(bad)?;
+            // A smaller batch count than the state's (a larger batch, fewer samples): the newest.
+            let keep = trainer.statistics_batches();
+            while trainer.recent_inputs.len() > keep {
+                trainer.recent_inputs.pop_front();
+            }
         }
         let master: Vec<Tensor> = trainer.optimizer.params().iter().map(|(_, t)| t.shallow_clone()).collect();
         for copy in &mut trainer.compute {
@@ -92,6 +97,7 @@ impl Trainer {
     /// [`TrainError::Diverged`], and nothing is written. A model already published under that
     /// name is kept, never replaced (a warning says so).
     pub fn save_checkpoint(&mut self, models_dir: &Path) -> Result<PathBuf> {
+        self.recompute_average_statistics()?;
         self.check_finite()?;
         std::fs::create_dir_all(models_dir).map_err(crate::error::io(models_dir))?;
         let path = models_dir.join(checkpoint::file_name(self.step));
@@ -108,7 +114,6 @@ impl Trainer {
             return Ok(path);
         }
         let info = TrainingInfo { step: self.step, samples_seen: self.samples_seen, parent: self.parent.clone() };
-        self.recompute_average_statistics()?;
         match &self.ema {
             // The published model is the average with its own statistics; training goes on from
             // the raw weights.
@@ -204,12 +209,14 @@ impl Trainer {
     fn check_finite(&self) -> Result<()> {
         let _guard = tch::no_grad_guard();
         let tensors = self.state_tensors();
+        // The kept inputs (u8, on the host) cannot hold inf or NaN.
         let flags = tensors
             .values()
+            .filter(|t| t.is_floating_point())
             .map(|t| t.f_isfinite()?.f_all())
             .collect::<std::result::Result<Vec<Tensor>, tch::TchError>>()?;
         let finite = Vec::<bool>::try_from(&Tensor::f_stack(&flags, 0)?.f_to_device(Device::Cpu)?)?;
-        match tensors.keys().zip(finite).find(|(_, finite)| !finite) {
+        match tensors.iter().filter(|(_, t)| t.is_floating_point()).map(|(n, _)| n).zip(finite).find(|(_, f)| !f) {
             None => Ok(()),
             Some((name, _)) => Err(TrainError::Diverged {
                 step: self.step,

@@ -55,6 +55,9 @@ pub(super) fn run(args: LossArgs) -> Result<()> {
         bail!("no .h5 shards in {:?}", args.inputs);
     }
     let (samples, total) = spread_samples(&shards, args.samples).context("reading the held-out samples")?;
+    if samples.is_empty() {
+        bail!("the {} shards in {:?} hold no samples", shards.len(), args.inputs);
+    }
     let loss = LossConfig { result_weight: args.result_weight, ..LossConfig::default() };
     let options = args.run.options()?;
     let mut networks: Vec<(String, Network)> = Vec::new();
@@ -102,7 +105,15 @@ pub(super) fn run(args: LossArgs) -> Result<()> {
 /// The raw weights of the training state in `dir` (`RUN/train/state`; the run's `models/` only
 /// names the newest checkpoint in errors).
 fn raw_network_of_state(dir: &Path, options: &koma_nn::RunOptions) -> Result<Network> {
+    if !koma_train::state::exists(dir) {
+        bail!(
+            "--state {}: not a training state directory (it has no state.json; a run's is RUN/train/state)",
+            dir.display()
+        );
+    }
     let models = dir.parent().and_then(Path::parent).map(|run| run.join("models")).unwrap_or_default();
-    let loaded = koma_train::state::load(dir, &models)?;
-    Ok(loaded.raw_network(dir, &models, options)?)
+    let read =
+        || -> koma_train::Result<Network> { koma_train::state::load(dir, &models)?.raw_network(dir, &models, options) };
+    // A trainer saving its state beside us replaces the tensors file: read again once.
+    read().or_else(|_| read()).with_context(|| format!("reading the training state in {}", dir.display()))
 }
