@@ -63,12 +63,19 @@ def bench(model: str, providers: list[str], batches: list[int], seconds: float) 
         if provider not in available:
             continue
         try:
-            # The CPU provider after it: ONNX Runtime places unsupported nodes there.
-            chain = [(provider, options)] + ([] if provider == "CPUExecutionProvider" else ["CPUExecutionProvider"])
+            # The providers after it take the nodes it cannot run (TensorRT: CUDA, then the CPU).
+            fallback = {"TensorrtExecutionProvider": ["CUDAExecutionProvider", "CPUExecutionProvider"],
+                        "CUDAExecutionProvider": ["CPUExecutionProvider"]}.get(provider, [])
+            chain = [(provider, options)] + [p for p in fallback if p in available]
             session = ort.InferenceSession(model, providers=chain)
             entry["used"] = session.get_providers()
         except Exception as e:  # noqa: BLE001 - every failure is a finding of the report
             entry["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+            continue
+        if entry["used"][0] != provider:
+            # onnxruntime-gpu lists TensorRT even without its libraries, then falls back: the
+            # speed would be another provider's.
+            entry["error"] = f"fell back to {entry['used'][0]}"
             continue
         for b in batches:
             try:

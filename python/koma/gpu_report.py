@@ -71,7 +71,7 @@ def onnx_table(steps: list) -> list:
         return []
     if "error" in out:
         return ["## ONNX Runtime", "", out["error"], ""]
-    batches = sorted({int(b) for p in out["providers"].values() for b in p["batches"]})
+    batches = sorted({int(b) for p in out["providers"].values() for b in p["batches"]}) or [0]
     rows = []
     for name, p in out["providers"].items():
         if not p["available"]:
@@ -82,9 +82,9 @@ def onnx_table(steps: list) -> list:
             cells = [f"{p['batches'][str(b)]['positions_per_second']:.0f}" if "positions_per_second"
                      in p["batches"].get(str(b), {}) else p["batches"].get(str(b), {}).get("error", "—")[:40]
                      for b in batches]
-        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+        rows.append(f"| {name} | " + " | ".join(c.replace("|", "/") for c in cells) + " |")
     return ["## ONNX Runtime (positions/s)", "", f"onnxruntime {out['onnxruntime']}", "",
-            "| provider | " + " | ".join(f"batch {b}" for b in batches) + " |",
+            "| provider | " + " | ".join(f"batch {b}" if b else "result" for b in batches) + " |",
             "|---|" + "---:|" * len(batches)] + rows + [""]
 
 

@@ -46,6 +46,7 @@ full_search_fraction = 0.6
 max_plies = 60
 handicap_fraction = 0.3
 resign_value = -0.6
+resign_false_target = 0    # a fixed threshold: the test checks resignations against it
 resign_consecutive = 2
 no_resign_fraction = 0.3
 temperature_plies = 30

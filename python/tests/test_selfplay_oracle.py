@@ -49,6 +49,7 @@ max_plies = {MAX_PLIES}
 handicap_fraction = 0.25
 openings_fraction = 0.35
 resign_value = {RESIGN_VALUE}
+resign_false_target = 0
 resign_consecutive = 2
 no_resign_fraction = 0.25
 temperature_plies = 20

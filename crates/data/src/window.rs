@@ -2,7 +2,9 @@
 //! without loading whole shards. It notices new shards on [`ReplayWindow::refresh`]. A shard
 //! that fails to open is tried again at later refreshes, after 1, 2, 4, 8 and 16 seconds (a
 //! shared filesystem's transient error must not drop a shard for the whole run), and skipped
-//! with a warning after the sixth failure.
+//! with a warning after the sixth failure. Only a window that is refreshed retries: the trainer
+//! following self-play (`--follow`, the pipeline, a cluster run) refreshes; training on a fixed
+//! directory opens each shard once.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -161,9 +163,9 @@ impl ReplayWindow {
         }
         let wait = self.first_retry * 2u32.pow(tries - 1);
         tracing::warn!(
-            "replay window: cannot open {} (try {tries} of {OPEN_TRIES}), trying again in {} s: {error}",
+            "replay window: cannot open {} (try {tries} of {OPEN_TRIES}; a refresh after {} s tries again): {error}",
             path.display(),
-            wait.as_secs()
+            wait.as_secs_f64()
         );
         self.retrying.push(FailedOpen { path, tries, next_try: Instant::now() + wait });
     }

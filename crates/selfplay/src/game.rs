@@ -170,7 +170,8 @@ impl Game {
         let best_child =
             self.search.root_children().into_iter().filter(|c| c.visits > 0).max_by_key(|c| c.visits).and_then(|c| c.q);
         // Both below t ⟺ the larger below t: one number per move decides at every threshold.
-        let decisive = best_child.map_or(f32::INFINITY, |q| q.max(value));
+        // (A NaN value or q is never low.)
+        let decisive = best_child.filter(|q| !q.is_nan() && !value.is_nan()).map_or(f32::INFINITY, |q| q.max(value));
         self.resign_levels[us.index()].push(decisive, config.resign_consecutive);
         let low = decisive < resign_value;
         let streak = &mut self.low_value_streak[us.index()];

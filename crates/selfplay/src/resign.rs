@@ -21,7 +21,7 @@ pub const CEILING: f32 = -0.5;
 /// Sides of the newest no-resign games the threshold is fitted on.
 pub const KEPT_SIDES: usize = 2000;
 /// Would-resign sides a threshold needs before its false-resignation rate is trusted.
-pub const MIN_WOULD_RESIGN: usize = 20;
+pub const MIN_WOULD_RESIGN: usize = 50;
 
 /// One side of a no-resign game: its resignation level and whether it lost.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -34,14 +34,19 @@ pub struct SideLevel {
 pub struct ResignThreshold {
     /// The false-resignation rate to keep under; 0: the threshold stays as configured.
     target: f64,
+    /// The configured threshold: the fit never goes above it when the data speak against every
+    /// threshold.
+    start: f32,
     bits: AtomicU32,
     sides: Mutex<VecDeque<SideLevel>>,
 }
 
 impl ResignThreshold {
-    /// Starts at `start` (`resign_value`), adjusted towards `target` (0: never adjusted).
+    /// Starts at `start` (`resign_value`), adjusted towards `target` (0: never adjusted; nor when
+    /// `start` is −1 or below, which turns resignation off).
     pub fn new(start: f32, target: f64) -> ResignThreshold {
-        ResignThreshold { target, bits: AtomicU32::new(start.to_bits()), sides: Mutex::new(VecDeque::new()) }
+        let target = if start > -1.0 { target } else { 0.0 };
+        ResignThreshold { target, start, bits: AtomicU32::new(start.to_bits()), sides: Mutex::new(VecDeque::new()) }
     }
 
     /// The threshold now.
@@ -61,17 +66,17 @@ impl ResignThreshold {
             }
             kept.push_back(side);
         }
-        if let Some(t) = fit(kept.iter().copied(), self.target) {
+        if let Some(t) = fit(kept.iter().copied(), self.target, self.start) {
             self.bits.store(t.to_bits(), Ordering::Relaxed);
         }
     }
 }
 
 /// The highest threshold (at most [`CEILING`]) whose false-resignation rate among `sides` is at
-/// most `target`, with at least [`MIN_WOULD_RESIGN`] sides resigning at it; below every level
-/// when none is (no side of the data would resign); `None` while fewer than
+/// most `target`, with at least [`MIN_WOULD_RESIGN`] sides resigning at it; when none is, below
+/// every level (no side of the data would resign) and not above `start`; `None` while fewer than
 /// [`MIN_WOULD_RESIGN`] sides have a level under the ceiling (too little to say).
-pub fn fit(sides: impl Iterator<Item = SideLevel>, target: f64) -> Option<f32> {
+pub fn fit(sides: impl Iterator<Item = SideLevel>, target: f64, start: f32) -> Option<f32> {
     let mut low: Vec<SideLevel> = sides.filter(|s| s.level < CEILING).collect();
     if low.len() < MIN_WOULD_RESIGN {
         return None;
@@ -90,7 +95,7 @@ pub fn fit(sides: impl Iterator<Item = SideLevel>, target: f64) -> Option<f32> {
     Some(match best {
         Some(k) if k == low.len() => CEILING,
         Some(k) => low[k].level,
-        None => low[0].level.max(-1.0),
+        None => low[0].level.min(start).max(-1.0),
     })
 }
 
@@ -133,46 +138,45 @@ mod tests {
         SideLevel { level, lost }
     }
 
-    #[test]
-    fn the_threshold_is_the_highest_that_keeps_false_resignations_under_the_target() {
-        // 40 sides at levels −0.99, −0.98, …: all lost except those at −0.70 and above.
-        let sides: Vec<SideLevel> =
-            (0..40).map(|i| side(-0.99 + 0.01 * i as f32, -0.99 + 0.01 * (i as f32) < -0.705)).collect();
-        // The 29 sides below −0.70 all lost. Resigning the first k sides is wrong for k − 29 of
-        // them: 1 in 30 (3.3%) is within 5%, 2 in 31 is not, so 30 sides resign: the threshold
-        // is the 31st level, −0.69.
-        let t = fit(sides.iter().copied(), 0.05).unwrap();
-        assert!((t - (-0.99 + 0.01 * 30.0)).abs() < 1e-6, "{t}");
-        // A stricter target (0): only the lost ones.
-        let t0 = fit(sides.iter().copied(), 0.0).unwrap();
-        assert!((t0 - (-0.99 + 0.01 * 29.0)).abs() < 1e-6, "{t0}");
-        // All lost: the ceiling.
-        let all_lost: Vec<SideLevel> = (0..30).map(|i| side(-0.99 + 0.01 * i as f32, true)).collect();
-        assert_eq!(fit(all_lost.into_iter(), 0.05), Some(CEILING));
-        // Mostly wrong: below every level, so nothing of the data would resign.
-        let wrong: Vec<SideLevel> = (0..30).map(|i| side(-0.9 + 0.01 * i as f32, i % 2 == 0)).collect();
-        assert_eq!(fit(wrong.into_iter(), 0.05), Some(-0.9));
-        // Too few sides below the ceiling: no opinion.
-        let few: Vec<SideLevel> = (0..19).map(|i| side(-0.9 + 0.001 * i as f32, true)).collect();
-        assert_eq!(fit(few.into_iter().chain([side(f32::INFINITY, false); 50]), 0.05), None);
+    fn level(i: usize) -> f32 {
+        -0.99 + 0.004 * i as f32
     }
 
     #[test]
-    fn ties_move_together_and_the_threshold_adjusts_only_with_a_target() {
-        // 25 sides at one level, 2 of them wrong (8%): no threshold at that level keeps 5%.
-        let tied: Vec<SideLevel> = (0..25).map(|i| side(-0.8, i >= 2)).collect();
-        assert_eq!(fit(tied.iter().copied(), 0.05), Some(-0.8));
-        assert_eq!(fit(tied.iter().copied(), 0.10), Some(CEILING));
-        let fixed = ResignThreshold::new(-0.95, 0.0);
-        for _ in 0..30 {
-            fixed.record([side(-0.99, true), side(f32::INFINITY, false)]);
+    fn the_threshold_is_the_highest_that_keeps_false_resignations_under_the_target() {
+        // 100 sides at rising levels: the 70 lowest lost, the 30 above did not.
+        let sides: Vec<SideLevel> = (0..100).map(|i| side(level(i), i < 70)).collect();
+        // Resigning the first k sides is wrong for k − 70 of them: 3 in 73 (4.1%) is within 5%,
+        // 4 in 74 (5.4%) is not, so 73 sides resign: the threshold is the 74th level.
+        assert_eq!(fit(sides.iter().copied(), 0.05, -0.95), Some(level(73)));
+        // A stricter target (0): only the lost ones.
+        assert_eq!(fit(sides.iter().copied(), 0.0, -0.95), Some(level(70)));
+        // All lost: the ceiling.
+        let all_lost: Vec<SideLevel> = (0..60).map(|i| side(level(i), true)).collect();
+        assert_eq!(fit(all_lost.into_iter(), 0.05, -0.95), Some(CEILING));
+        // Mostly wrong: below every level of the data, and not above the configured threshold.
+        let wrong: Vec<SideLevel> = (0..60).map(|i| side(-0.9 + 0.001 * i as f32, i % 2 == 0)).collect();
+        assert_eq!(fit(wrong.iter().copied(), 0.05, -0.95), Some(-0.95));
+        assert_eq!(fit(wrong.iter().copied(), 0.05, -0.5), Some(-0.9));
+        // Too few sides below the ceiling: no opinion.
+        let few: Vec<SideLevel> = (0..MIN_WOULD_RESIGN - 1).map(|i| side(level(i), true)).collect();
+        assert_eq!(fit(few.into_iter().chain([side(f32::INFINITY, false); 50]), 0.05, -0.95), None);
+    }
+
+    #[test]
+    fn ties_move_together_and_the_threshold_adjusts_only_with_a_target_and_resignation_on() {
+        // 60 sides at one level, 4 of them wrong (6.7%): no threshold at that level keeps 5%.
+        let tied: Vec<SideLevel> = (0..60).map(|i| side(-0.8, i >= 4)).collect();
+        assert_eq!(fit(tied.iter().copied(), 0.05, -0.95), Some(-0.95));
+        assert_eq!(fit(tied.iter().copied(), 0.10, -0.95), Some(CEILING));
+        let lost_game = [side(-0.99, true), side(f32::INFINITY, false)];
+        for (start, target, after) in [(-0.95, 0.0, -0.95), (-2.0, 0.05, -2.0), (-0.95, 0.05, CEILING)] {
+            let threshold = ResignThreshold::new(start, target);
+            for _ in 0..MIN_WOULD_RESIGN {
+                threshold.record(lost_game);
+            }
+            assert_eq!(threshold.value(), after, "start {start}, target {target}");
         }
-        assert_eq!(fixed.value(), -0.95);
-        let adjusting = ResignThreshold::new(-0.95, 0.05);
-        for _ in 0..30 {
-            adjusting.record([side(-0.99, true), side(f32::INFINITY, false)]);
-        }
-        assert_eq!(adjusting.value(), CEILING);
     }
 
     #[test]

@@ -318,7 +318,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
                     if let Some(share) = share {
                         trainer.set_budget_spent(share);
                     }
-                    let stats = trainer.train_step(&batch)?;
+                    let stats = trainer.train_step_owned(*batch)?;
                     summary.skipped_steps += stats.skipped as u64;
                     acc.add(&stats);
                     progress(Progress::Step(stats.clone()));

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> Result<()> {
     let _ = printer.join();
     match (ended, rated) {
         (false, _) => eprintln!("koma evaluate: stopped before the run's end"),
-        (true, None) => eprintln!("koma evaluate: the run is finished; its last model is rated"),
+        (true, None) => eprintln!("koma evaluate: the run is finished"),
         (true, Some(r)) => {
             println!("ratings (Bradley–Terry over arena/results.jsonl, model 0 = 0 Elo):");
             for p in &r.ratings {

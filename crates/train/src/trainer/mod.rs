@@ -283,18 +283,39 @@ impl Trainer {
         self.budget_spent = self.budget_spent.max(spent.clamp(0.0, 1.0));
     }
 
-    /// One optimiser step on `batch`.
+    /// One optimiser step on `batch` (its inputs copied when weight averaging keeps them).
     pub fn train_step(&mut self, batch: &HostBatch) -> Result<StepStats> {
+        let stats = self.step_on(batch)?;
+        self.keep_inputs(|kept| kept.copy_from(&batch.inputs));
+        Ok(stats)
+    }
+
+    /// [`Trainer::train_step`] on a batch it may keep: its inputs are moved, not copied, into the
+    /// ones the average's statistics are recomputed on (the training loop's path).
+    pub fn train_step_owned(&mut self, batch: HostBatch) -> Result<StepStats> {
+        let stats = self.step_on(&batch)?;
+        let inputs = batch.inputs;
+        self.keep_inputs(move |kept| *kept = inputs);
+        Ok(stats)
+    }
+
+    /// With weight averaging, keeps the inputs of the step just trained (`fill` puts them into
+    /// a slot) among the last [`Trainer::statistics_batches`].
+    fn keep_inputs(&mut self, fill: impl FnOnce(&mut InputBatch)) {
+        if self.ema.is_none() {
+            return;
+        }
+        let mut kept = InputBatch::new();
+        while self.recent_inputs.len() >= self.statistics_batches() {
+            kept = self.recent_inputs.pop_front().unwrap_or_default();
+        }
+        fill(&mut kept);
+        self.recent_inputs.push_back(kept);
+    }
+
+    fn step_on(&mut self, batch: &HostBatch) -> Result<StepStats> {
         let lr = self.lr();
         let (v, grads_norm, applied) = self.forward_backward_update(batch, lr)?;
-        if self.keeps_inputs_of_this_step() {
-            let mut kept = InputBatch::new();
-            while self.recent_inputs.len() >= self.statistics_batches() {
-                kept = self.recent_inputs.pop_front().unwrap_or_default();
-            }
-            kept.copy_from(&batch.inputs);
-            self.recent_inputs.push_back(kept);
-        }
         if let (Some(ema), true) = (&mut self.ema, applied) {
             ema.update(self.optimizer.params(), self.step, batch.len())?;
         }
@@ -324,19 +345,6 @@ impl Trainer {
     /// How many of the last batches the average's statistics are recomputed on.
     fn statistics_batches(&self) -> usize {
         self.config.ema_statistics_samples.div_ceil(self.config.batch_size.max(1)).max(1)
-    }
-
-    /// Whether the step just trained keeps its inputs for the average's statistics: it is one of
-    /// the last [`Trainer::statistics_batches`] before a checkpoint, or fewer are kept (a model
-    /// published off the checkpoint cadence, at a stop, uses the newest kept). Copying only
-    /// those keeps the copy off most steps; the kept inputs are part of the training state, so
-    /// a resumed run keeps the same ones.
-    fn keeps_inputs_of_this_step(&self) -> bool {
-        let wanted = self.statistics_batches();
-        let every = self.config.checkpoint_every.max(1);
-        // Called before the step count moves on: the step just trained is number `step + 1`.
-        let steps_to_checkpoint = (every - (self.step + 1) % every) % every;
-        self.ema.is_some() && ((steps_to_checkpoint as usize) < wanted || self.recent_inputs.len() < wanted)
     }
 
     /// Recomputes the batch-norm statistics of the averaged weights on the kept inputs (unless

@@ -9,7 +9,11 @@
 //!    features and dense targets; the loader thread with a rayon pool of `--threads`);
 //! 4. the trainer's consumption: optimiser steps/s of the tiny net at the same batch size and
 //!    threads, and the ratio loader batches/s ÷ trainer batches/s, which must be above 1 for the
-//!    loader to keep the trainer fed.
+//!    loader to keep the trainer fed; with `--need S`, also against a trainer that takes S
+//!    samples/s (a GPU's, from `koma plan`).
+//!
+//! The process's resident memory (`VmRSS`) is read before and after the window opens, so the
+//! cost of an open window of many shards (HDF5 handles and chunk caches) is measured too.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,6 +59,18 @@ pub struct Args {
     /// Directory for the temporary shards (default: the system's temporary directory).
     #[arg(long)]
     tmp: Option<PathBuf>,
+    /// Samples per second a trainer takes (e.g. gpu-small's planned 20000): the loader's rate is
+    /// also given against it.
+    #[arg(long)]
+    need: Option<f64>,
+}
+
+/// The process's resident memory in bytes (Linux `/proc/self/status`), if readable.
+fn resident_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 fn log(json: bool, line: String) {
@@ -66,6 +82,9 @@ fn log(json: bool, line: String) {
 pub fn run(args: Args) -> Result<()> {
     if args.batch_size == 0 || args.threads == 0 || args.unique == 0 || args.window == 0 {
         bail!("--batch-size, --threads, --unique and --window must be at least 1");
+    }
+    if args.need.is_some_and(|n| !(n.is_finite() && n > 0.0)) {
+        bail!("--need must be a positive number of samples per second");
     }
     // The loader encodes batches on rayon's global pool; it reads this when first used.
     std::env::set_var("RAYON_NUM_THREADS", args.threads.to_string());
@@ -128,7 +147,10 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     // 2. Sampling from the window.
+    let resident_before = resident_bytes();
+    let opened = Instant::now();
     let mut window = ReplayWindow::open(&dir, WindowSize::fixed(args.window), SampleWeights::default())?;
+    let open_seconds = opened.elapsed().as_secs_f64();
     let mut rng = Rng::seed_from_u64(7);
     let t = Instant::now();
     let mut drawn = 0usize;
@@ -140,6 +162,18 @@ pub fn run(args: Args) -> Result<()> {
         draws += 1;
     }
     let sample_rate = drawn as f64 / t.elapsed().as_secs_f64();
+    let resident_after = resident_bytes();
+    let window_resident =
+        resident_before.zip(resident_after).map(|(before, after)| after.saturating_sub(before) as f64);
+    log(
+        args.json,
+        format!(
+            "window: opened {} shards in {open_seconds:.1} s; resident memory {} (+{} for the open window after sampling)",
+            window.shard_count(),
+            resident_after.map_or("n/a".into(), |b| format!("{:.0} MiB", b as f64 / 1048576.0)),
+            window_resident.map_or("n/a".into(), |b| format!("{:.0} MiB", b / 1048576.0)),
+        ),
+    );
     log(
         args.json,
         format!(
@@ -231,6 +265,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     let train_rate = steps as f64 / t.elapsed().as_secs_f64();
     let ratio = loader_rate / train_rate;
+    let need_ratio = args.need.map(|need| loader_rate * args.batch_size as f64 / need);
+    if let (Some(need), Some(r)) = (args.need, need_ratio) {
+        log(args.json, format!("loader against a trainer of {need:.0} samples/s: ratio {r:.2}"));
+    }
     log(
         args.json,
         format!(
@@ -250,7 +288,10 @@ pub fn run(args: Args) -> Result<()> {
                 "threads": args.threads,
                 "write": {"samples": samples_written, "shards": written.len(), "seconds": write_seconds,
                           "samples_per_second": write_rate, "bytes_per_sample": bytes as f64 / samples_written as f64},
-                "window": {"samples": window_samples, "shards": window_shards, "samples_per_second": sample_rate},
+                "window": {"samples": window_samples, "shards": window_shards, "samples_per_second": sample_rate,
+                           "open_seconds": open_seconds, "resident_bytes": resident_after,
+                           "resident_bytes_of_window": window_resident},
+                "need": args.need.map(|n| json!({"samples_per_second": n, "ratio": need_ratio})),
                 "loader": {"batches": batches, "seconds": loader_seconds, "batches_per_second": loader_rate,
                            "samples_per_second": loader_rate * args.batch_size as f64},
                 "trainer": {"net": args.net, "device": args.device, "describe": model.describe(), "steps": steps,
