@@ -49,6 +49,11 @@ pub struct TrainConfig {
     /// about this many positions of the last batches trained on (train-mode forward passes of the
     /// averaged weights, SWA's `update_bn`), rounded up to whole batches.
     pub ema_statistics_samples: usize,
+    /// With `ema_samples`: the batch-norm statistics the published average carries: `recomputed`
+    /// for its own weights on the last batches (SWA's `update_bn`), or `trained` (the running
+    /// statistics of the network being trained, as they are at the publish). docs/benchmarks.md
+    /// compares the two on held-out data.
+    pub ema_statistics: EmaStatistics,
     pub optimizer: OptimizerConfig,
     pub lr: LrConfig,
     pub loss: LossConfig,
@@ -71,6 +76,7 @@ impl Default for TrainConfig {
             prefetch_batches: 4,
             ema_samples: 0.0,
             ema_statistics_samples: 2048,
+            ema_statistics: EmaStatistics::Recomputed,
             optimizer: OptimizerConfig::default(),
             lr: LrConfig::default(),
             loss: LossConfig::default(),
@@ -79,6 +85,18 @@ impl Default for TrainConfig {
             follow: FollowConfig::default(),
         }
     }
+}
+
+/// Where the published average's batch-norm statistics come from (`train.ema_statistics`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EmaStatistics {
+    /// Recomputed for the averaged weights on the last `ema_statistics_samples` positions trained
+    /// on.
+    #[default]
+    Recomputed,
+    /// The trained network's running statistics at the publish.
+    Trained,
 }
 
 /// The most positions `ema_statistics_samples` may name (about 630 MB of kept inputs).

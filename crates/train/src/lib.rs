@@ -40,8 +40,8 @@ pub mod trainer;
 pub use batch::{ContinuationTargets, HostBatch};
 pub use budget::BudgetClock;
 pub use config::{
-    FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule, TrainConfig,
-    WindowConfig,
+    EmaStatistics, FollowConfig, LossConfig, LossScaleConfig, LrConfig, OptimizerConfig, OptimizerKind, Schedule,
+    TrainConfig, WindowConfig,
 };
 pub use error::{Result, TrainError};
 pub use loader::{WaitInfo, WaitReason, WindowInfo};

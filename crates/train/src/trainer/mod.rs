@@ -302,7 +302,7 @@ impl Trainer {
     /// With weight averaging, keeps the inputs of the step just trained (`fill` puts them into
     /// a slot) among the last [`Trainer::statistics_batches`].
     fn keep_inputs(&mut self, fill: impl FnOnce(&mut InputBatch)) {
-        if self.ema.is_none() {
+        if self.ema.is_none() || self.config.ema_statistics == crate::config::EmaStatistics::Trained {
             return;
         }
         let mut kept = InputBatch::new();
@@ -353,7 +353,13 @@ impl Trainer {
     /// as they were.
     fn recompute_average_statistics(&mut self) -> Result<()> {
         let Some(ema) = &mut self.ema else { return Ok(()) };
-        if self.recent_inputs.is_empty() || ema.statistics_are_from(self.step) {
+        if ema.statistics_are_from(self.step) {
+            return Ok(());
+        }
+        if self.config.ema_statistics == crate::config::EmaStatistics::Trained {
+            return ema.set_statistics(&sorted_statistics(&self.network), self.step);
+        }
+        if self.recent_inputs.is_empty() {
             return Ok(());
         }
         let (network, inputs, device, channels_last) =

@@ -354,3 +354,27 @@ fn the_bf16_copy_keeps_batch_norm_in_f32() {
     }
     assert!(copy.keys().any(|n| n.ends_with("running_var")));
 }
+
+/// `ema_statistics = "trained"`: the published average carries the trained network's running
+/// statistics as they are at the publish, and no inputs are kept.
+#[test]
+fn the_published_average_can_carry_the_trained_statistics() {
+    let mut config = cpu_config(Precision::F32);
+    config.batch_size = 8;
+    config.ema_samples = 40.0;
+    config.ema_statistics = crate::config::EmaStatistics::Trained;
+    let mut t = Trainer::new(&config, &ModelInit::Fresh(small())).unwrap();
+    for i in 0..3 {
+        t.train_step(&HostBatch::from_samples(&random_samples(8, 90 + i, SynthPolicy::MinLabel), &config.loss))
+            .unwrap();
+    }
+    assert!(t.recent_inputs.is_empty());
+    let raw: std::collections::HashMap<String, Tensor> = variables(&t).into_iter().collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = t.save_checkpoint(dir.path()).unwrap();
+    let published = Network::load(&path, &RunOptions::cpu()).unwrap().var_store().variables();
+    for name in ["stem.bn.running_mean", "stem.bn.running_var", "value.bn.running_var"] {
+        assert!(published[name].equal(&raw[name]), "{name}");
+    }
+    assert!(!published["stem.conv.weight"].equal(&raw["stem.conv.weight"]), "the weights are the average");
+}
