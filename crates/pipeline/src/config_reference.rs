@@ -50,7 +50,8 @@ enum ModelTable {
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)] // only its schema is used
 struct ModelPreset {
-    /// `tiny` (5 blocks × 64 channels, the default) or `standard` (10 × 192).
+    /// `tiny` (5 blocks × 64 channels, the default), `standard` (10 × 192) or `resnet10-swish`
+    /// (10 × 192, swish, global pooling every third block; configs/gpu-small.toml's).
     preset: String,
 }
 
