@@ -67,12 +67,7 @@ pub fn run(args: Args) -> Result<()> {
     match (ended, rated) {
         (false, _) => eprintln!("koma evaluate: stopped before the run's end"),
         (true, None) => eprintln!("koma evaluate: the run is finished"),
-        (true, Some(r)) => {
-            println!("ratings (Bradley–Terry over arena/results.jsonl, model 0 = 0 Elo):");
-            for p in &r.ratings {
-                println!("  {:<28} {:>+7.0} ± {:<4.0} ({:.0} games)", p.player, p.elo, p.margin, p.games);
-            }
-        }
+        (true, Some(r)) => super::pipeline::print_ratings(&r.ratings, ""),
     }
     Ok(())
 }

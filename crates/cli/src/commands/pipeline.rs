@@ -341,12 +341,7 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
         for (label, m) in &r.matches {
             println!("  {label}: {}", m.line());
         }
-        if !r.ratings.is_empty() {
-            println!("  ratings (Bradley–Terry over arena/results.jsonl, model 0 = 0 Elo):");
-            for p in &r.ratings {
-                println!("    {:<28} {:>+7.0} ± {:<4.0} ({:.0} games)", p.player, p.elo, p.margin, p.games);
-            }
-        }
+        print_ratings(&r.ratings, "  ");
     }
     for p in plots {
         println!("plot: {}", p.display());
@@ -354,6 +349,17 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     let tensorboard = RunLayout::new(&s.run_dir).tensorboard_dir();
     if tensorboard.is_dir() {
         println!("curves: tensorboard --logdir {}", tensorboard.display());
+    }
+}
+
+/// The ratings table of an arena report (nothing when there are none), indented by `indent`.
+pub(super) fn print_ratings(ratings: &[koma_pipeline::evaluation::RatingPoint], indent: &str) {
+    if ratings.is_empty() {
+        return;
+    }
+    println!("{indent}ratings (Bradley–Terry over arena/results.jsonl, model 0 = 0 Elo):");
+    for p in ratings {
+        println!("{indent}  {:<28} {:>+7.0} ± {:<4.0} ({:.0} games)", p.player, p.elo, p.margin, p.games);
     }
 }
 

@@ -173,12 +173,7 @@ impl Trainer {
         let optimizer = Optimizer::new(&config.optimizer, params);
         let scaler = (mode == Mode::F16).then(|| LossScaler::new(&config.loss_scale));
         let running_stats = match mode {
-            Mode::F16 => {
-                let vars = network.var_store().variables();
-                let mut stats: Vec<(String, Tensor)> = vars.into_iter().filter(|(_, t)| !t.requires_grad()).collect();
-                stats.sort_by(|a, b| a.0.cmp(&b.0));
-                stats.into_iter().map(|(_, t)| t).collect()
-            }
+            Mode::F16 => sorted_statistics(&network).into_iter().map(|(_, t)| t).collect(),
             _ => Vec::new(),
         };
         let rng = Rng::seed_from_u64(config.seed);

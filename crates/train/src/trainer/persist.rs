@@ -182,11 +182,21 @@ impl Trainer {
         state::save(state_dir, &mut meta, &tensors)
     }
 
-    /// The tensors of the training state: `model/NAME` (every variable, batch-norm statistics
-    /// included), `optim/NAME` (the optimiser's buffers), `ema/NAME` (the averaged parameters
-    /// and the statistics recomputed for them) and `recent/K/input{1,2}` (u8: the encoded inputs
-    /// of the last batches, oldest first).
+    /// The tensors of the training state: [`Trainer::float_state_tensors`] and
+    /// `recent/K/input{1,2}` (u8: the encoded inputs of the last batches, oldest first).
     fn state_tensors(&self) -> BTreeMap<String, Tensor> {
+        let mut tensors = self.float_state_tensors();
+        for (k, inputs) in self.recent_inputs.iter().enumerate() {
+            tensors.insert(format!("recent/{k:04}/input1"), Tensor::from_slice(inputs.input1()));
+            tensors.insert(format!("recent/{k:04}/input2"), Tensor::from_slice(inputs.input2()));
+        }
+        tensors
+    }
+
+    /// The float tensors of the training state: `model/NAME` (every variable, batch-norm
+    /// statistics included), `optim/NAME` (the optimiser's buffers) and `ema/NAME` (the averaged
+    /// parameters and the statistics that go with them).
+    fn float_state_tensors(&self) -> BTreeMap<String, Tensor> {
         let mut tensors = BTreeMap::new();
         for (name, t) in self.network.var_store().variables() {
             tensors.insert(format!("model/{name}"), t);
@@ -197,10 +207,6 @@ impl Trainer {
         for (name, t) in self.ema.iter().flat_map(|e| e.tensors()) {
             tensors.insert(format!("ema/{name}"), t.shallow_clone());
         }
-        for (k, inputs) in self.recent_inputs.iter().enumerate() {
-            tensors.insert(format!("recent/{k:04}/input1"), Tensor::from_slice(inputs.input1()));
-            tensors.insert(format!("recent/{k:04}/input2"), Tensor::from_slice(inputs.input2()));
-        }
         tensors
     }
 
@@ -208,15 +214,14 @@ impl Trainer {
     /// or NaN. One read-back for all of them, so a save hardly pays for it.
     fn check_finite(&self) -> Result<()> {
         let _guard = tch::no_grad_guard();
-        let tensors = self.state_tensors();
-        // The kept inputs (u8, on the host) cannot hold inf or NaN.
+        // The kept inputs (u8, on the host) cannot hold inf or NaN: only the float tensors.
+        let tensors = self.float_state_tensors();
         let flags = tensors
             .values()
-            .filter(|t| t.is_floating_point())
             .map(|t| t.f_isfinite()?.f_all())
             .collect::<std::result::Result<Vec<Tensor>, tch::TchError>>()?;
         let finite = Vec::<bool>::try_from(&Tensor::f_stack(&flags, 0)?.f_to_device(Device::Cpu)?)?;
-        match tensors.iter().filter(|(_, t)| t.is_floating_point()).map(|(n, _)| n).zip(finite).find(|(_, f)| !f) {
+        match tensors.keys().zip(finite).find(|(_, finite)| !finite) {
             None => Ok(()),
             Some((name, _)) => Err(TrainError::Diverged {
                 step: self.step,
