@@ -202,15 +202,43 @@ pub struct ShardReader {
 }
 
 /// The sample columns of a read, row k for the k-th sample asked for (policy entries in CSR order).
-struct Columns {
-    position: Vec<[u8; PACKED_BYTES]>,
-    moves: Vec<u16>,
-    root_wdl: Vec<[f32; 3]>,
-    result: Vec<i8>,
-    ply: Vec<u16>,
-    flags: Vec<u8>,
-    policy_move: Vec<u16>,
-    policy_weight: Vec<u16>,
+pub(crate) struct Columns {
+    pub(crate) position: Vec<[u8; PACKED_BYTES]>,
+    pub(crate) moves: Vec<u16>,
+    pub(crate) root_wdl: Vec<[f32; 3]>,
+    pub(crate) result: Vec<i8>,
+    pub(crate) ply: Vec<u16>,
+    pub(crate) flags: Vec<u8>,
+    pub(crate) policy_move: Vec<u16>,
+    pub(crate) policy_weight: Vec<u16>,
+}
+
+impl Columns {
+    /// Rows `indices` (in that order) of columns that hold a whole shard, whose sample `i` has
+    /// the policy entries `offsets[i]..offsets[i + 1]`.
+    pub(crate) fn gather(&self, offsets: &[u32], indices: &[usize]) -> Columns {
+        let entries: Vec<usize> = indices.iter().flat_map(|&i| offsets[i] as usize..offsets[i + 1] as usize).collect();
+        Columns {
+            position: indices.iter().map(|&i| self.position[i]).collect(),
+            moves: indices.iter().map(|&i| self.moves[i]).collect(),
+            root_wdl: indices.iter().map(|&i| self.root_wdl[i]).collect(),
+            result: indices.iter().map(|&i| self.result[i]).collect(),
+            ply: indices.iter().map(|&i| self.ply[i]).collect(),
+            flags: indices.iter().map(|&i| self.flags[i]).collect(),
+            policy_move: entries.iter().map(|&j| self.policy_move[j]).collect(),
+            policy_weight: entries.iter().map(|&j| self.policy_weight[j]).collect(),
+        }
+    }
+
+    /// Heap bytes the columns hold.
+    pub(crate) fn bytes(&self) -> usize {
+        self.position.capacity() * PACKED_BYTES
+            + (self.moves.capacity() + self.ply.capacity()) * 2
+            + self.root_wdl.capacity() * 12
+            + self.result.capacity()
+            + self.flags.capacity()
+            + (self.policy_move.capacity() + self.policy_weight.capacity()) * 2
+    }
 }
 
 impl ShardReader {
@@ -340,40 +368,7 @@ impl ShardReader {
         let policy_move: Vec<u16> = self.points("policy_move", &entries)?;
         let policy_weight: Vec<u16> = self.points("policy_weight", &entries)?;
         let columns = Columns { position, moves, root_wdl, result, ply, flags, policy_move, policy_weight };
-        self.assemble(indices.iter().copied(), columns)
-    }
-
-    /// Builds the samples `indices` (in order) from their columns as read; each sample's policy
-    /// entries follow the previous one's in `policy_move`/`policy_weight`.
-    fn assemble(&self, indices: impl ExactSizeIterator<Item = usize>, c: Columns) -> Result<Vec<Sample>> {
-        let mut cursor = 0;
-        let mut out = Vec::with_capacity(indices.len());
-        for (k, i) in indices.enumerate() {
-            let len = (self.offsets[i + 1] - self.offsets[i]) as usize;
-            let bad = |message: String| DataError::BadSample { path: self.path.clone(), index: i, message };
-            let total: f32 = c.policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
-            let mut policy = Vec::with_capacity(len);
-            for j in cursor..cursor + len {
-                let m = Move::from_u16(c.policy_move[j])
-                    .ok_or_else(|| bad(format!("policy move code {}", c.policy_move[j])))?;
-                policy.push((m, if total > 0.0 { c.policy_weight[j] as f32 / total } else { 0.0 }));
-            }
-            cursor += len;
-            let played = match c.moves[k] {
-                0 => None,
-                code => Some(Move::from_u16(code).ok_or_else(|| bad(format!("move code {code}")))?),
-            };
-            out.push(Sample {
-                position: PackedPosition(c.position[k]),
-                played,
-                policy,
-                root_wdl: c.root_wdl[k],
-                result: c.result[k],
-                ply: c.ply[k],
-                flags: c.flags[k],
-            });
-        }
-        Ok(out)
+        assemble(&self.path, &self.offsets, indices.iter().copied(), columns)
     }
 
     /// What the game did after each sample at `indices` (`samples` as read for those indices):
@@ -395,27 +390,8 @@ impl ShardReader {
             });
         }
         let games: Vec<u32> = self.points("game", indices)?;
-        let (offsets, moves) = self.game_moves()?;
-        Ok(samples
-            .iter()
-            .zip(&games)
-            .map(|(s, &g)| {
-                if s.ply == crate::sample::PLY_UNKNOWN {
-                    return None;
-                }
-                let g = g as usize;
-                let (start, end) = (*offsets.get(g)? as usize, (*offsets.get(g + 1)? as usize).min(moves.len()));
-                let at = start + s.ply as usize;
-                let Some(played) = s.played else {
-                    // A final position stands at the game's end; anywhere else it is inconsistent.
-                    return (at == end).then(Vec::new);
-                };
-                if at >= end || moves[at] != played.to_u16() {
-                    return None;
-                }
-                moves[at + 1..end].iter().take(plies).map(|&code| Move::from_u16(code)).collect()
-            })
-            .collect())
+        let game_moves = self.game_moves()?;
+        Ok(samples.iter().zip(&games).map(|(s, &g)| continuation(s, g, game_moves, plies)).collect())
     }
 
     /// [`ShardReader::read`] with each sample's continuation ([`ShardReader::continuations`]).
@@ -425,7 +401,8 @@ impl ShardReader {
         Ok(samples.into_iter().zip(continuations).collect())
     }
 
-    fn game_moves(&self) -> Result<&(Vec<u32>, Vec<u16>)> {
+    /// Every game's moves: `game_move_offsets` (one past each game's last move) and `game_moves`.
+    pub(crate) fn game_moves(&self) -> Result<&(Vec<u32>, Vec<u16>)> {
         if let Some(gm) = self.game_moves.get() {
             return Ok(gm);
         }
@@ -490,17 +467,33 @@ impl ShardReader {
                 message: format!("out of range (shard has {n} samples)"),
             });
         }
-        let position: Vec<[u8; PACKED_BYTES]> = self.slice("position", range.clone())?;
-        let moves: Vec<u16> = self.slice("move", range.clone())?;
-        let root_wdl: Vec<[f32; 3]> = self.slice("root_wdl", range.clone())?;
-        let result: Vec<i8> = self.slice("result", range.clone())?;
-        let ply: Vec<u16> = self.slice("ply", range.clone())?;
-        let flags: Vec<u8> = self.slice("flags", range.clone())?;
+        let columns = self.columns(range.clone())?;
+        assemble(&self.path, &self.offsets, range, columns)
+    }
+
+    /// The columns of the samples in `range` (contiguous reads).
+    pub(crate) fn columns(&self, range: std::ops::Range<usize>) -> Result<Columns> {
         let entries = self.offsets[range.start] as usize..self.offsets[range.end] as usize;
-        let policy_move: Vec<u16> = self.slice("policy_move", entries.clone())?;
-        let policy_weight: Vec<u16> = self.slice("policy_weight", entries)?;
-        let columns = Columns { position, moves, root_wdl, result, ply, flags, policy_move, policy_weight };
-        self.assemble(range, columns)
+        Ok(Columns {
+            position: self.slice("position", range.clone())?,
+            moves: self.slice("move", range.clone())?,
+            root_wdl: self.slice("root_wdl", range.clone())?,
+            result: self.slice("result", range.clone())?,
+            ply: self.slice("ply", range.clone())?,
+            flags: self.slice("flags", range)?,
+            policy_move: self.slice("policy_move", entries.clone())?,
+            policy_weight: self.slice("policy_weight", entries)?,
+        })
+    }
+
+    /// Each sample's game (its row in the game datasets).
+    pub(crate) fn sample_games(&self) -> Result<Vec<u32>> {
+        self.slice("game", 0..self.len())
+    }
+
+    /// The policy offsets: sample `i`'s entries are `offsets[i]..offsets[i + 1]`.
+    pub(crate) fn policy_offsets(&self) -> &[u32] {
+        &self.offsets
     }
 
     /// Game-level metadata.
@@ -552,4 +545,68 @@ impl ShardReader {
             })
             .collect()
     }
+}
+
+/// Builds the samples `indices` (in order) of the shard at `path`, whose sample `i` has
+/// `offsets[i + 1] - offsets[i]` policy entries, from their columns as read (row k for the k-th
+/// index; each sample's policy entries follow the previous one's in `policy_move`/`policy_weight`).
+pub(crate) fn assemble(
+    path: &Path,
+    offsets: &[u32],
+    indices: impl ExactSizeIterator<Item = usize>,
+    c: Columns,
+) -> Result<Vec<Sample>> {
+    let mut cursor = 0;
+    let mut out = Vec::with_capacity(indices.len());
+    for (k, i) in indices.enumerate() {
+        let len = (offsets[i + 1] - offsets[i]) as usize;
+        let bad = |message: String| DataError::BadSample { path: path.to_path_buf(), index: i, message };
+        let total: f32 = c.policy_weight[cursor..cursor + len].iter().map(|&w| w as f32).sum();
+        let mut policy = Vec::with_capacity(len);
+        for j in cursor..cursor + len {
+            let m = Move::from_u16(c.policy_move[j])
+                .ok_or_else(|| bad(format!("policy move code {}", c.policy_move[j])))?;
+            policy.push((m, if total > 0.0 { c.policy_weight[j] as f32 / total } else { 0.0 }));
+        }
+        cursor += len;
+        let played = match c.moves[k] {
+            0 => None,
+            code => Some(Move::from_u16(code).ok_or_else(|| bad(format!("move code {code}")))?),
+        };
+        out.push(Sample {
+            position: PackedPosition(c.position[k]),
+            played,
+            policy,
+            root_wdl: c.root_wdl[k],
+            result: c.result[k],
+            ply: c.ply[k],
+            flags: c.flags[k],
+        });
+    }
+    Ok(out)
+}
+
+/// The moves of game `game` after `sample`'s own move, at most `plies` of them
+/// ([`ShardReader::continuations`]), from a shard's `(game_move_offsets, game_moves)`.
+pub(crate) fn continuation(
+    sample: &Sample,
+    game: u32,
+    game_moves: &(Vec<u32>, Vec<u16>),
+    plies: usize,
+) -> Option<Vec<Move>> {
+    let (offsets, moves) = game_moves;
+    if sample.ply == crate::sample::PLY_UNKNOWN {
+        return None;
+    }
+    let g = game as usize;
+    let (start, end) = (*offsets.get(g)? as usize, (*offsets.get(g + 1)? as usize).min(moves.len()));
+    let at = start + sample.ply as usize;
+    let Some(played) = sample.played else {
+        // A final position stands at the game's end; anywhere else it is inconsistent.
+        return (at == end).then(Vec::new);
+    };
+    if at >= end || moves[at] != played.to_u16() {
+        return None;
+    }
+    moves[at + 1..end].iter().take(plies).map(|&code| Move::from_u16(code)).collect()
 }

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 
 use koma_data::{
-    flags, result_for, write_shard, DataError, GameSamples, OpenFailures, PackedPosition, ReplayWindow, Sample,
-    SampleWeights, ShardReader, ShardWriter, WindowSize, OPEN_TRIES,
+    flags, result_for, write_shard, DataError, GameSamples, OpenFailures, PackedPosition, ReplayWindow, ResidentShard,
+    Sample, SampleWeights, ShardReader, ShardWriter, WindowSize, WindowStorage, OPEN_TRIES,
 };
 use koma_shogi::{EndReason, GameResult, Handicap, Move, Position, Square};
 
@@ -244,6 +244,12 @@ fn broken_shards_give_clear_errors() {
 
 #[test]
 fn writer_thread_and_replay_window() {
+    for storage in [WindowStorage::Memory, WindowStorage::Disk] {
+        writer_thread_and_replay_window_with(storage);
+    }
+}
+
+fn writer_thread_and_replay_window_with(storage: WindowStorage) {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng(77);
     let writer = ShardWriter::spawn(dir.path(), "selfplay", 5).unwrap();
@@ -262,7 +268,8 @@ fn writer_thread_and_replay_window() {
     // A corrupt shard in the directory is skipped with a warning.
     std::fs::write(dir.path().join("zz-corrupt.h5"), "garbage").unwrap();
     let newest: usize = games[10..].iter().map(|g| g.samples.len()).sum();
-    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(newest), SampleWeights::default()).unwrap();
+    let mut window =
+        ReplayWindow::open(dir.path(), WindowSize::fixed(newest), SampleWeights::default(), storage).unwrap();
     assert_eq!(window.total_samples(), total);
     assert_eq!(window.len(), newest);
     // The two older shards hold nothing of the window: they are closed (a long run would
@@ -373,15 +380,83 @@ fn continuations_are_the_games_next_moves() {
         assert_eq!(continuation.as_ref().and_then(|c| c.first()), None);
     }
 
-    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(10_000), SampleWeights::default()).unwrap();
-    let (mut r1, mut r2) = (Rng(3), Rng(3));
-    let plain = window.sample(64, &mut |n| r1.below(n)).unwrap();
-    let with = window.sample_with_continuations(64, 1, &mut |n| r2.below(n)).unwrap();
-    assert_eq!(plain.len(), with.len());
-    for (a, (b, _)) in plain.iter().zip(&with) {
-        assert_same(a, b);
+    // The shard decoded in memory gives the same samples and continuations.
+    let resident = ResidentShard::load(&path).unwrap();
+    assert_eq!(resident.len(), reader.len());
+    assert_eq!(resident.read_with_continuations(&indices, PLIES).unwrap(), read);
+
+    for storage in [WindowStorage::Memory, WindowStorage::Disk] {
+        let mut window =
+            ReplayWindow::open(dir.path(), WindowSize::fixed(10_000), SampleWeights::default(), storage).unwrap();
+        let (mut r1, mut r2) = (Rng(3), Rng(3));
+        let plain = window.sample(64, &mut |n| r1.below(n)).unwrap();
+        let with = window.sample_with_continuations(64, 1, &mut |n| r2.below(n)).unwrap();
+        assert_eq!(plain.len(), with.len());
+        for (a, (b, _)) in plain.iter().zip(&with) {
+            assert_same(a, b);
+        }
+        assert!(with.iter().any(|(_, c)| c.as_ref().is_some_and(|c| c.len() == 1)));
     }
-    assert!(with.iter().any(|(_, c)| c.as_ref().is_some_and(|c| c.len() == 1)));
+}
+
+/// The window in memory draws exactly what the window on disk draws for the same random numbers
+/// (samples, order, continuations), over shards that the window's start cuts, with down-weighted
+/// early plies, and after new shards join; a shard read whole from memory equals its point reads.
+#[test]
+fn the_window_in_memory_draws_what_the_window_on_disk_draws() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(41);
+    let games: Vec<GameSamples> = (0..30).map(|i| random_game(&mut rng, i)).collect();
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 4).unwrap();
+    for g in &games[..20] {
+        writer.sender().send(g.clone()).unwrap();
+    }
+    let first = writer.finish().unwrap();
+    let total: usize = games[..20].iter().map(|g| g.samples.len()).sum();
+    let size = WindowSize::fixed(total * 2 / 3);
+    let weights = SampleWeights { early_plies: 6, early_probability: 0.3 };
+    let mut memory = ReplayWindow::open(dir.path(), size, weights, WindowStorage::Memory).unwrap();
+    let mut disk = ReplayWindow::open(dir.path(), size, weights, WindowStorage::Disk).unwrap();
+    assert_eq!(memory.storage(), WindowStorage::Memory);
+    assert_eq!((memory.len(), memory.shard_count()), (disk.len(), disk.shard_count()));
+    assert!(memory.shard_count() < first.shards.len(), "the window's start cuts the shards");
+    assert_eq!(disk.resident_bytes(), 0);
+    // The open shards' columns: at least 66 bytes a sample of the window, at most what all the
+    // shards hold (66 a sample, 4 a policy entry, 2 a game move, 4 per game and shard).
+    let bytes = memory.resident_bytes();
+    let all: usize = games[..20]
+        .iter()
+        .map(|g| g.samples.iter().map(|s| 66 + 4 * s.policy.len()).sum::<usize>() + 2 * g.moves.len() + 4)
+        .sum::<usize>()
+        + 8 * first.shards.len();
+    assert!(bytes >= 66 * memory.len() && bytes <= all, "{bytes} bytes, window of {}, at most {all}", memory.len());
+
+    let same = |memory: &mut ReplayWindow, disk: &mut ReplayWindow, seed: u64| {
+        let (mut a, mut b) = (Rng(seed), Rng(seed));
+        let from_memory = memory.sample_with_continuations(700, 4, &mut |n| a.below(n)).unwrap();
+        let from_disk = disk.sample_with_continuations(700, 4, &mut |n| b.below(n)).unwrap();
+        assert_eq!(from_memory.len(), 700);
+        assert_eq!(from_memory, from_disk);
+        let (mut a, mut b) = (Rng(seed + 1), Rng(seed + 1));
+        assert_eq!(memory.sample(300, &mut |n| a.below(n)).unwrap(), disk.sample(300, &mut |n| b.below(n)).unwrap());
+    };
+    same(&mut memory, &mut disk, 9);
+
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 4).unwrap();
+    for g in &games[20..] {
+        writer.sender().send(g.clone()).unwrap();
+    }
+    writer.finish().unwrap();
+    assert_eq!(memory.refresh().unwrap(), disk.refresh().unwrap());
+    assert_eq!((memory.total_samples(), memory.shard_count()), (disk.total_samples(), disk.shard_count()));
+    same(&mut memory, &mut disk, 19);
+
+    // Whole-shard reads against point reads, repeats and any order.
+    let path = &first.shards[1];
+    let (reader, resident) = (ShardReader::open(path).unwrap(), ResidentShard::load(path).unwrap());
+    let indices: Vec<usize> = (0..200).map(|_| rng.below(reader.len())).collect();
+    assert_eq!(resident.read(&indices).unwrap(), reader.read(&indices).unwrap());
+    assert!(resident.read(&[reader.len()]).is_err(), "an index past the end is an error");
 }
 
 /// A shard that goes bad after older shards were closed: dropping it shifts the window back over
@@ -399,8 +474,14 @@ fn a_bad_shard_dropped_after_older_ones_closed_keeps_draws_in_open_shards() {
     assert_eq!(summary.shards.len(), 3);
     let samples = |gs: &[GameSamples]| gs.iter().map(|g| g.samples.len()).sum::<usize>();
     // The window: the last 3 games of the middle shard and the whole newest one.
-    let mut window =
-        ReplayWindow::open(dir.path(), WindowSize::fixed(samples(&games[5..])), SampleWeights::default()).unwrap();
+    // On disk: a shard in memory is read once, so only the disk window meets a shard gone bad.
+    let mut window = ReplayWindow::open(
+        dir.path(),
+        WindowSize::fixed(samples(&games[5..])),
+        SampleWeights::default(),
+        WindowStorage::Disk,
+    )
+    .unwrap();
     assert_eq!(window.shard_count(), 2, "the oldest shard is closed");
     // Dropping the newest shard moves the window's start back before the middle shard's.
     assert!(samples(&games[8..]) > samples(&games[4..5]));
@@ -420,10 +501,17 @@ fn a_bad_shard_dropped_after_older_ones_closed_keeps_draws_in_open_shards() {
 /// `OPEN_TRIES` tries, and both counts are reported.
 #[test]
 fn a_shard_that_fails_to_open_is_retried_with_backoff_then_given_up() {
+    for storage in [WindowStorage::Memory, WindowStorage::Disk] {
+        a_shard_that_fails_to_open_is_retried_with(storage);
+    }
+}
+
+fn a_shard_that_fails_to_open_is_retried_with(storage: WindowStorage) {
     let dir = tempfile::tempdir().unwrap();
     let flaky = dir.path().join("flaky.h5");
     let broken = dir.path().join("broken.h5");
-    let mut window = ReplayWindow::open(dir.path(), WindowSize::fixed(1000), SampleWeights::default()).unwrap();
+    let mut window =
+        ReplayWindow::open(dir.path(), WindowSize::fixed(1000), SampleWeights::default(), storage).unwrap();
     window.set_first_retry(std::time::Duration::from_millis(50));
     std::fs::write(&flaky, "not yet").unwrap();
     std::fs::write(&broken, "garbage").unwrap();

@@ -114,6 +114,14 @@ impl HostBatch {
             dropped: samples.len() - n,
         };
         batch.inputs.encode(&positions);
+        // The dense policy rows (9 KB a sample, written to fresh memory) in parallel too: serial,
+        // they were most of the loader's time once the window was in memory.
+        let has_policy: Vec<bool> = batch
+            .policy
+            .par_chunks_mut(MOVE_LABELS)
+            .zip(kept.par_iter())
+            .map(|(row, (_, s, pos))| fill_policy(s, pos, loss.policy_prune_below, row))
+            .collect();
         let result_weight = loss.result_weight as f32;
         let (continuations, targets) = match continuations {
             Some((c, t)) => (Some(c), t),
@@ -130,10 +138,8 @@ impl HostBatch {
                 batch.reply_label.push(label);
                 batch.reply_weight.push(w);
             }
-            let has_policy =
-                fill_policy(s, pos, loss.policy_prune_below, &mut batch.policy[i * MOVE_LABELS..(i + 1) * MOVE_LABELS]);
             let full = s.flags & flags::FULL_SEARCH != 0;
-            let use_policy = has_policy && (full || !loss.policy_full_search_only);
+            let use_policy = has_policy[i] && (full || !loss.policy_full_search_only);
             batch.policy_weight.push(if use_policy { 1.0 } else { 0.0 });
             let class = (1 - s.result.clamp(-1, 1)) as usize;
             let wdl_sum: f32 = s.root_wdl.iter().sum();

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use koma_data::{SampleWeights, WindowSize};
+use koma_data::{SampleWeights, WindowSize, WindowStorage};
 use koma_nn::{DeviceList, Precision};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -452,6 +452,11 @@ pub struct WindowConfig {
     /// played move and reply; shogi's rules are symmetric, `Position::mirror`): 0.5 shows the
     /// network each position and its mirror image equally often. 0: off.
     pub mirror: f64,
+    /// Where the window's samples live: "memory" (each shard decoded into memory when it joins,
+    /// about 66 bytes a sample plus 4 a policy entry; draws are copies) or "disk" (read on
+    /// demand through HDF5's chunk caches: little memory, but a few thousand samples/s per core
+    /// at millions of samples, too slow for a GPU trainer; docs/benchmarks.md).
+    pub storage: WindowStorage,
 }
 
 impl Default for WindowConfig {
@@ -465,6 +470,7 @@ impl Default for WindowConfig {
             early_plies: 0,
             early_probability: 1.0,
             mirror: 0.0,
+            storage: WindowStorage::Memory,
         }
     }
 }

@@ -135,7 +135,12 @@ fn run(setup: LoaderSetup, tx: &Sender<Result<LoaderMsg>>, stop: &AtomicBool) ->
     if setup.follow.is_some() {
         std::fs::create_dir_all(&setup.shards_dir).map_err(crate::error::io(&setup.shards_dir))?;
     }
-    let mut window = ReplayWindow::open(&setup.shards_dir, setup.window.window_size(), setup.window.sample_weights())?;
+    let mut window = ReplayWindow::open(
+        &setup.shards_dir,
+        setup.window.window_size(),
+        setup.window.sample_weights(),
+        setup.window.storage,
+    )?;
     if tx.send(Ok(LoaderMsg::Opened(info(&window)))).is_err() {
         return Ok(());
     }

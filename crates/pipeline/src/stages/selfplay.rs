@@ -94,7 +94,14 @@ impl SelfPlayTensorboard {
 /// Samples in the run's shards now (0 when they cannot be read: the curve then starts at 0).
 fn samples_in(run: &RunDir) -> usize {
     let dir = run.selfplay_dir();
-    match koma_data::ReplayWindow::open(&dir, koma_data::WindowSize::fixed(0), koma_data::SampleWeights::default()) {
+    // On disk: counting opens each shard and reads none of its samples.
+    let window = koma_data::ReplayWindow::open(
+        &dir,
+        koma_data::WindowSize::fixed(0),
+        koma_data::SampleWeights::default(),
+        koma_data::WindowStorage::Disk,
+    );
+    match window {
         Ok(window) => window.total_samples(),
         Err(e) => {
             tracing::warn!("self-play: counting the samples in {}: {e}", dir.display());
