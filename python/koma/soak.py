@@ -68,8 +68,10 @@ MAX_MIB_PER_FD = 5.0
 def residual_rss_slope_per_hour(rows: list[dict]) -> float:
     """The growth of resident memory that open descriptors do not explain, in MiB per hour over the
     second half of the run. Memory that grows with the replay window's open shards (each one a
-    descriptor) is bounded by the window and counted by the descriptor bound; what is left growing
-    is a leak. The fitted cost per descriptor is held to [0, MAX_MIB_PER_FD], so that a leak
+    descriptor, with `[train.window] storage = "disk"`) is bounded by the window and counted by
+    the descriptor bound; what is left growing is a leak. The window in memory (the default) holds
+    no descriptor: its growth (about 330 bytes a sample of self-play, a few MiB an hour at the
+    embedded default's window) counts against the slope bound. The fitted cost per descriptor is held to [0, MAX_MIB_PER_FD], so that a leak
     growing beside the window is not explained away by it."""
     half = rows[len(rows) // 2 :]
     if len(half) < 3:

@@ -23,8 +23,9 @@ pub struct ResidentShard {
     columns: Columns,
     /// Each sample's game.
     games: Vec<u32>,
-    /// `game_move_offsets` and `game_moves`.
-    game_moves: (Vec<u32>, Vec<u16>),
+    /// `game_move_offsets` and `game_moves`, or why they could not be read: as on disk, that
+    /// fails only the reads that need continuations.
+    game_moves: std::result::Result<(Vec<u32>, Vec<u16>), String>,
 }
 
 impl ResidentShard {
@@ -36,7 +37,12 @@ impl ResidentShard {
     /// Reads all of an open shard.
     pub fn read_from(reader: &ShardReader) -> Result<ResidentShard> {
         let games = reader.sample_games()?;
-        let game_moves = reader.game_moves()?.clone();
+        // The error without its leading path: it is named again when a read needs the moves.
+        let prefix = format!("{}: ", reader.path().display());
+        let game_moves = reader.game_moves().cloned().map_err(|e| {
+            let message = e.to_string();
+            message.strip_prefix(&prefix).map_or(message.clone(), str::to_string)
+        });
         Ok(ResidentShard {
             path: reader.path().to_path_buf(),
             offsets: reader.policy_offsets().to_vec(),
@@ -62,8 +68,8 @@ impl ResidentShard {
     /// Heap bytes held.
     pub fn bytes(&self) -> usize {
         self.columns.bytes()
-            + (self.offsets.capacity() + self.games.capacity() + self.game_moves.0.capacity()) * 4
-            + self.game_moves.1.capacity() * 2
+            + (self.offsets.capacity() + self.games.capacity()) * 4
+            + self.game_moves.as_ref().map_or(0, |(offsets, moves)| offsets.capacity() * 4 + moves.capacity() * 2)
     }
 
     fn check(&self, indices: &[usize]) -> Result<()> {
@@ -89,11 +95,15 @@ impl ResidentShard {
     /// [`ShardReader::read_with_continuations`] gives it.
     pub fn read_with_continuations(&self, indices: &[usize], plies: usize) -> Result<Vec<(Sample, Option<Vec<Move>>)>> {
         let samples = self.read(indices)?;
+        let game_moves = self.game_moves.as_ref().map_err(|message| DataError::BadInput {
+            path: self.path.clone(),
+            message: format!("game moves: {message}"),
+        })?;
         Ok(samples
             .into_iter()
             .zip(indices)
             .map(|(s, &i)| {
-                let next = continuation(&s, self.games[i], &self.game_moves, plies);
+                let next = continuation(&s, self.games[i], game_moves, plies);
                 (s, next)
             })
             .collect())

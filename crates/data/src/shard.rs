@@ -293,6 +293,12 @@ impl ShardReader {
                 });
             }
         }
+        if offsets[0] != 0 {
+            return Err(DataError::Inconsistent {
+                path: path.to_path_buf(),
+                what: format!("policy_offsets start at {}, not 0", offsets[0]),
+            });
+        }
         if offsets.windows(2).any(|w| w[0] > w[1]) {
             return Err(DataError::Inconsistent { path: path.to_path_buf(), what: "policy_offsets decrease".into() });
         }
@@ -401,7 +407,8 @@ impl ShardReader {
         Ok(samples.into_iter().zip(continuations).collect())
     }
 
-    /// Every game's moves: `game_move_offsets` (one past each game's last move) and `game_moves`.
+    /// Every game's moves: `game_moves` and `game_move_offsets` (G + 1 entries from 0: game g's
+    /// moves are `game_moves[offsets[g]..offsets[g + 1]]`).
     pub(crate) fn game_moves(&self) -> Result<&(Vec<u32>, Vec<u16>)> {
         if let Some(gm) = self.game_moves.get() {
             return Ok(gm);

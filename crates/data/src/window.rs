@@ -1,5 +1,5 @@
-//! The replay window: the newest samples across the shards of a directory, sampled uniformly
-//! without loading whole shards. It notices new shards on [`ReplayWindow::refresh`]. A shard
+//! The replay window: the newest samples across the shards of a directory, sampled uniformly.
+//! Only the shards that hold samples of the window are loaded or kept open. It notices new shards on [`ReplayWindow::refresh`]. A shard
 //! that fails to open is tried again at later refreshes, after 1, 2, 4, 8 and 16 seconds (a
 //! shared filesystem's transient error must not drop a shard for the whole run), and skipped
 //! with a warning after the sixth failure. Only a window that is refreshed retries: the trainer
@@ -8,7 +8,9 @@
 //!
 //! The window keeps its shards on disk (HDF5 point reads through each shard's chunk cache) or
 //! decoded in memory ([`WindowStorage`], [`ResidentShard`]); both draw the same samples for the
-//! same random numbers.
+//! same random numbers from healthy shards. A shard with a chunk that cannot be read is refused
+//! when it joins the window in memory (it is read whole), where the window on disk drops it at
+//! the first draw that touches the chunk.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -180,8 +182,9 @@ impl ReplayWindow {
     }
 
     /// Picks up shards that appeared since the last call (oldest first, by modification time
-    /// then name), and retries those that failed to open and are due. Returns how many were
-    /// added. A retried shard that opens joins as the newest, whatever its age.
+    /// then name), and retries those that failed to open and are due. Returns how many joined
+    /// (their samples counted as produced), including any that are already behind the window and
+    /// so never loaded. A retried shard that opens joins as the newest, whatever its age.
     pub fn refresh(&mut self) -> Result<usize> {
         let entries =
             std::fs::read_dir(&self.dir).map_err(|source| DataError::Io { path: self.dir.clone(), source })?;
@@ -197,11 +200,33 @@ impl ReplayWindow {
             std::mem::take(&mut self.retrying).into_iter().partition(|f| f.next_try <= now);
         self.retrying = waiting;
         let tries = due.into_iter().map(|f| (f.path, f.tries));
-        let mut added = 0;
+        // First pass: each new shard's length (opening reads only its policy offsets; the file
+        // is closed again), so that the window's start is known before any shard is loaded: a
+        // trainer started on a directory of a long run's shards loads the window, not the history.
+        let mut opened: Vec<(PathBuf, usize, u32)> = Vec::new();
         for (path, tried) in new.into_iter().map(|(_, p)| (p, 0)).chain(tries) {
             self.known.insert(path.clone());
+            match ShardReader::open(&path) {
+                Ok(reader) if reader.is_empty() => {}
+                Ok(reader) => opened.push((path, reader.len(), tried)),
+                Err(e) => self.failed_to_open(path, tried + 1, e),
+            }
+        }
+        // Second pass: a shard that ends before the window's start is counted and never loaded
+        // or kept open; the others join. (One that fails now, after its length was read, goes
+        // back to the retries; the window's start was reckoned with it, so up to its length of
+        // older samples may be missing from the window until later shards move the start past
+        // them.)
+        let total_after = self.total + opened.iter().map(|(_, len, _)| len).sum::<usize>();
+        let first = total_after - self.size.of(total_after);
+        let mut added = 0;
+        for (path, len, tried) in opened {
+            if self.total + len <= first {
+                self.total += len;
+                added += 1;
+                continue;
+            }
             match Source::open(&path, self.storage) {
-                Ok(source) if source.len() == 0 => {}
                 Ok(source) => {
                     if tried > 0 {
                         tracing::info!("replay window: {} opened at try {}", path.display(), tried + 1);
@@ -248,9 +273,10 @@ impl ReplayWindow {
         OpenFailures { retrying: self.retrying.len(), given_up: self.given_up }
     }
 
-    /// Closes the shards whose samples have all left the window: they are never drawn again, and
-    /// an open shard holds a file descriptor and its chunk caches (a run of days would otherwise
-    /// run out of both). Global sample indices stay as they are.
+    /// Drops the shards whose samples have all left the window: they are never drawn again, and
+    /// a shard held costs its decoded samples (in memory) or a file descriptor and chunk caches
+    /// (on disk); a run of days would otherwise run out of memory or descriptors. Global sample
+    /// indices stay as they are.
     fn close_shards_behind_the_window(&mut self) {
         let first = self.total - self.len();
         let behind = self.shards.iter().take_while(|s| s.start + s.source.len() <= first).count();

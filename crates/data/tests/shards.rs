@@ -240,6 +240,93 @@ fn broken_shards_give_clear_errors() {
     let text = dir.path().join("text.h5");
     std::fs::write(&text, "not hdf5").unwrap();
     expect_error(&text, "text");
+
+    // Policy offsets that do not start at 0 (entries before the first sample's): refused, by
+    // the window in memory too, not a panic at a later draw.
+    let offset = dir.path().join("offset.h5");
+    std::fs::copy(&good, &offset).unwrap();
+    {
+        let file = hdf5::File::open_rw(&offset).unwrap();
+        let mut offsets: Vec<u32> = file.dataset("policy_offsets").unwrap().read_raw().unwrap();
+        offsets[0] = offsets[1].min(1);
+        assert_eq!(offsets[0], 1, "the first sample has a policy entry");
+        file.unlink("policy_offsets").unwrap();
+        file.new_dataset_builder().with_data(&offsets).create("policy_offsets").unwrap();
+    }
+    let msg = expect_error(&offset, "offset");
+    assert!(msg.contains("policy_offsets start at 1"), "{msg}");
+    assert!(ResidentShard::load(&offset).is_err());
+
+    // Game moves that do not index the moves: samples still read, from disk and from memory;
+    // the reads that need continuations fail, naming the shard.
+    let moves = dir.path().join("moves.h5");
+    std::fs::copy(&good, &moves).unwrap();
+    {
+        let file = hdf5::File::open_rw(&moves).unwrap();
+        let mut offsets: Vec<u32> = file.dataset("game_move_offsets").unwrap().read_raw().unwrap();
+        *offsets.last_mut().unwrap() += 1000;
+        file.unlink("game_move_offsets").unwrap();
+        file.new_dataset_builder().with_data(&offsets).create("game_move_offsets").unwrap();
+    }
+    let (reader, resident) = (ShardReader::open(&moves).unwrap(), ResidentShard::load(&moves).unwrap());
+    assert_eq!(resident.read(&[0, 3]).unwrap(), reader.read(&[0, 3]).unwrap());
+    for msg in [
+        reader.read_with_continuations(&[0], 1).unwrap_err().to_string(),
+        resident.read_with_continuations(&[0], 1).unwrap_err().to_string(),
+    ] {
+        assert!(msg.contains("moves.h5") && msg.contains("game_move_offsets"), "{msg}");
+    }
+}
+
+/// A trainer started on a long run's shards loads the window, not the history: a shard behind
+/// the window is counted but never read (one that cannot be read whole is not even noticed),
+/// while the same shard inside the window is refused by the window in memory and retried.
+#[test]
+fn shards_behind_the_window_are_never_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(12);
+    let games: Vec<GameSamples> = (0..9).map(|i| random_game(&mut rng, i)).collect();
+    let writer = ShardWriter::spawn(dir.path(), "selfplay", 3).unwrap();
+    for g in &games {
+        writer.sender().send(g.clone()).unwrap();
+    }
+    let shards = writer.finish().unwrap().shards;
+    assert_eq!(shards.len(), 3);
+    // The oldest shard's positions have the wrong type: it opens (lengths agree) but does not
+    // read whole.
+    {
+        let file = hdf5::File::open_rw(&shards[0]).unwrap();
+        let rows = file.dataset("position").unwrap().shape()[0];
+        file.unlink("position").unwrap();
+        file.new_dataset_builder().with_data(&vec![0u16; rows]).create("position").unwrap();
+    }
+    // Still the oldest (the window orders shards by modification time).
+    let before = std::fs::metadata(&shards[1]).unwrap().modified().unwrap() - std::time::Duration::from_secs(60);
+    std::fs::File::options().write(true).open(&shards[0]).unwrap().set_modified(before).unwrap();
+    assert!(ShardReader::open(&shards[0]).is_ok());
+    assert!(ResidentShard::load(&shards[0]).is_err());
+    let samples = |gs: &[GameSamples]| gs.iter().map(|g| g.samples.len()).sum::<usize>();
+    let total = samples(&games);
+    let mut window = ReplayWindow::open(
+        dir.path(),
+        WindowSize::fixed(samples(&games[3..])),
+        SampleWeights::default(),
+        WindowStorage::Memory,
+    )
+    .unwrap();
+    assert_eq!(window.open_failures(), OpenFailures::default(), "the shard behind the window was read");
+    assert_eq!((window.total_samples(), window.shard_count()), (total, 2));
+    let held = window.resident_bytes();
+    let newest: usize = shards[1..].iter().map(|p| ResidentShard::load(p).unwrap().bytes()).sum();
+    assert_eq!(held, newest);
+    assert_eq!(window.sample(50, &mut |n| rng.below(n)).unwrap().len(), 50);
+
+    let mut whole =
+        ReplayWindow::open(dir.path(), WindowSize::fixed(total), SampleWeights::default(), WindowStorage::Memory)
+            .unwrap();
+    assert_eq!(whole.open_failures(), OpenFailures { retrying: 1, given_up: 0 });
+    assert_eq!(whole.total_samples(), samples(&games[3..]));
+    assert_eq!(whole.sample(50, &mut |n| rng.below(n)).unwrap().len(), 50);
 }
 
 #[test]
