@@ -68,10 +68,87 @@ pub const BATCH_NORM_MOMENTUM: f64 = 0.1;
 
 fn bn(p: nn::Path, c: usize) -> nn::BatchNorm {
     // PyTorch's defaults (weight 1, bias 0); tch's default weight init is uniform(0, 1).
-    let config =
-        nn::BatchNormConfig { ws_init: nn::Init::Const(1.0), momentum: BATCH_NORM_MOMENTUM, ..Default::default() };
+    let config = nn::BatchNormConfig {
+        ws_init: nn::Init::Const(1.0),
+        momentum: BATCH_NORM_MOMENTUM,
+        eps: BATCH_NORM_EPS,
+        ..Default::default()
+    };
     nn::batch_norm2d(p, c as i64, config)
 }
+
+/// A convolution followed by batch norm. For inference the two can be folded into one
+/// convolution with a bias ([`Net::fold_batch_norm`]): batch norm with running statistics is the
+/// affine map `x·s + (β − μ·s)` per channel, `s = γ / √(σ² + ε)`, which the convolution's
+/// weights and a bias absorb, saving a pass over every activation.
+struct ConvBn {
+    conv: nn::Conv2D,
+    bn: nn::BatchNorm,
+    padding: i64,
+    folded: Option<Folded>,
+}
+
+/// A [`ConvBn`]'s folded weights, in the network's kind, and the batch-norm scale `s` (for what
+/// is added between the convolution and batch norm: a global-pooling block's bias).
+struct Folded {
+    weight: Tensor,
+    bias: Tensor,
+    scale: Tensor,
+}
+
+impl ConvBn {
+    fn new(p: &nn::Path, conv_name: &str, bn_name: &str, cin: usize, cout: usize, k: usize) -> ConvBn {
+        ConvBn {
+            conv: conv(p / conv_name, cin, cout, k, false),
+            bn: bn(p / bn_name, cout),
+            padding: (k / 2) as i64,
+            folded: None,
+        }
+    }
+
+    /// `bn(conv(x) + added)`, `added` broadcast over the board (`(N, C, 1, 1)`).
+    fn forward_adding(&self, x: &Tensor, added: Option<&Tensor>, train: bool) -> Tensor {
+        match &self.folded {
+            Some(f) if !train => {
+                let y = x.conv2d(&f.weight, Some(&f.bias), [1, 1], [self.padding, self.padding], [1, 1], 1);
+                match added {
+                    Some(a) => y + a * f.scale.view([1, -1, 1, 1]),
+                    None => y,
+                }
+            }
+            _ => {
+                let y = self.conv.forward(x);
+                let y = match added {
+                    Some(a) => y + a,
+                    None => y,
+                };
+                self.bn.forward_t(&y, train)
+            }
+        }
+    }
+
+    fn forward_t(&self, x: &Tensor, train: bool) -> Tensor {
+        self.forward_adding(x, None, train)
+    }
+
+    /// Folds the running statistics into the convolution (computed in f64, kept in the weights'
+    /// kind and device).
+    fn fold(&mut self) {
+        let _guard = tch::no_grad_guard();
+        let (kind, bn) = (self.conv.ws.kind(), &self.bn);
+        let f64_of = |t: &Tensor| t.to_kind(Kind::Double);
+        let gamma = bn.ws.as_ref().map_or_else(|| f64_of(&bn.running_var).ones_like(), f64_of);
+        let beta = bn.bs.as_ref().map_or_else(|| f64_of(&bn.running_mean).zeros_like(), f64_of);
+        let scale = gamma / (f64_of(&bn.running_var) + BATCH_NORM_EPS).sqrt();
+        let weight = f64_of(&self.conv.ws) * scale.view([-1, 1, 1, 1]);
+        let bias = beta - f64_of(&bn.running_mean) * &scale;
+        self.folded =
+            Some(Folded { weight: weight.to_kind(kind), bias: bias.to_kind(kind), scale: scale.to_kind(kind) });
+    }
+}
+
+/// Batch norm's ε (PyTorch's and tch's default, which every layer here uses).
+const BATCH_NORM_EPS: f64 = 1e-5;
 
 /// Whether a variable belongs to a batch-norm layer (`…bn*.{weight,bias,running_mean,running_var}`).
 pub fn is_batch_norm_variable(name: &str) -> bool {
@@ -98,16 +175,13 @@ impl SqueezeExcite {
 
 /// The global-pooling part of a block: `conv1g` → BN → act → [mean, max] → FC → bias.
 struct GlobalPool {
-    conv1g: nn::Conv2D,
-    bn1g: nn::BatchNorm,
+    conv1g: ConvBn,
     fc: nn::Linear,
 }
 
 struct Block {
-    conv1: nn::Conv2D,
-    bn1: nn::BatchNorm,
-    conv2: nn::Conv2D,
-    bn2: nn::BatchNorm,
+    conv1: ConvBn,
+    conv2: ConvBn,
     se: Option<SqueezeExcite>,
     gpool: Option<GlobalPool>,
 }
@@ -119,8 +193,7 @@ impl Block {
             Some(gp) if config.is_global_pool_block(index) => {
                 let g = gp.channels;
                 let gpool = GlobalPool {
-                    conv1g: conv(p / "conv1g", c, g, 3, false),
-                    bn1g: bn(p / "bn1g", g),
+                    conv1g: ConvBn::new(p, "conv1g", "bn1g", c, g, 3),
                     fc: linear(p / "gpool_fc", 2 * g, c - g, false),
                 };
                 (c - g, Some(gpool))
@@ -133,27 +206,24 @@ impl Block {
             SqueezeExcite { fc1: linear(&q / "fc1", c, hidden, true), fc2: linear(&q / "fc2", hidden, c, true) }
         });
         Block {
-            conv1: conv(p / "conv1", c, regular, 3, false),
-            bn1: bn(p / "bn1", regular),
-            conv2: conv(p / "conv2", regular, c, 3, false),
-            bn2: bn(p / "bn2", c),
+            conv1: ConvBn::new(p, "conv1", "bn1", c, regular, 3),
+            conv2: ConvBn::new(p, "conv2", "bn2", regular, c, 3),
             se,
             gpool,
         }
     }
 
     fn forward(&self, a: Activation, x: &Tensor, train: bool) -> Tensor {
-        let mut y = self.conv1.forward(x);
-        if let Some(g) = &self.gpool {
-            let h = act(a, &g.bn1g.forward_t(&g.conv1g.forward(x), train));
+        let pooled_bias = self.gpool.as_ref().map(|g| {
+            let h = act(a, &g.conv1g.forward_t(x, train));
             let pooled =
                 Tensor::cat(&[h.mean_dim(&[2i64, 3][..], false, None::<Kind>), h.amax(&[2i64, 3][..], false)], 1);
             let bias = g.fc.forward(&pooled);
             let (n, c) = (bias.size()[0], bias.size()[1]);
-            y += bias.view([n, c, 1, 1]);
-        }
-        let y = act(a, &self.bn1.forward_t(&y, train));
-        let mut y = self.bn2.forward_t(&self.conv2.forward(&y), train);
+            bias.view([n, c, 1, 1])
+        });
+        let y = act(a, &self.conv1.forward_adding(x, pooled_bias.as_ref(), train));
+        let mut y = self.conv2.forward_t(&y, train);
         if let Some(se) = &self.se {
             y = se.forward(a, &y);
         }
@@ -164,15 +234,12 @@ impl Block {
 /// The network. Build it on a [`nn::Path`] of a `VarStore`; the store owns the weights.
 pub struct Net {
     activation: Activation,
-    stem_conv: nn::Conv2D,
-    stem_bn: nn::BatchNorm,
+    stem: ConvBn,
     blocks: Vec<Block>,
-    policy_conv: nn::Conv2D,
-    policy_bn: nn::BatchNorm,
+    policy_conv: ConvBn,
     policy_out: nn::Conv2D,
     policy_bias: Tensor,
-    value_conv: nn::Conv2D,
-    value_bn: nn::BatchNorm,
+    value_conv: ConvBn,
     value_fc1: nn::Linear,
     value_fc2: nn::Linear,
     reply: Option<ReplyHead>,
@@ -201,15 +268,12 @@ impl Net {
         let value = root / "value";
         Net {
             activation: config.activation,
-            stem_conv: conv(&stem / "conv", FEATURES1_NUM + FEATURES2_NUM, c, 3, false),
-            stem_bn: bn(&stem / "bn", c),
+            stem: ConvBn::new(&stem, "conv", "bn", FEATURES1_NUM + FEATURES2_NUM, c, 3),
             blocks: (0..config.blocks).map(|i| Block::new(&(&blocks_path / i), config, i)).collect(),
-            policy_conv: conv(&policy / "conv", c, config.policy_channels, 3, false),
-            policy_bn: bn(&policy / "bn", config.policy_channels),
+            policy_conv: ConvBn::new(&policy, "conv", "bn", c, config.policy_channels, 3),
             policy_out: conv(&policy / "out", config.policy_channels, MOVE_DIRECTIONS, 1, false),
             policy_bias: policy.zeros("bias", &[MOVE_LABELS as i64]),
-            value_conv: conv(&value / "conv", c, config.value_channels, 1, false),
-            value_bn: bn(&value / "bn", config.value_channels),
+            value_conv: ConvBn::new(&value, "conv", "bn", c, config.value_channels, 1),
             value_fc1: linear(&value / "fc1", config.value_channels * SQUARES, config.value_hidden, true),
             value_fc2: linear(&value / "fc2", config.value_hidden, VALUE_OUTPUTS, true),
             // Created last, so the other variables draw the same initial values with or without it.
@@ -221,6 +285,38 @@ impl Net {
                 }
             }),
         }
+    }
+
+    /// Folds every batch norm into the convolution before it, for inference: forward passes with
+    /// `train = false` then use the folded weights (training passes never do). The folded
+    /// weights are a copy taken now: a network whose weights change afterwards (training,
+    /// loading) must be folded again, so only networks that are only evaluated are folded.
+    pub fn fold_batch_norm(&mut self) {
+        self.conv_bn_layers().into_iter().for_each(ConvBn::fold);
+    }
+
+    /// Every convolution followed by batch norm.
+    fn conv_bn_layers(&mut self) -> Vec<&mut ConvBn> {
+        let mut layers: Vec<&mut ConvBn> = vec![&mut self.stem, &mut self.policy_conv, &mut self.value_conv];
+        for block in &mut self.blocks {
+            layers.push(&mut block.conv1);
+            layers.push(&mut block.conv2);
+            if let Some(g) = &mut block.gpool {
+                layers.push(&mut g.conv1g);
+            }
+        }
+        layers
+    }
+
+    /// Drops the folded weights: inference uses batch norm again (and sees the weights as they
+    /// are now).
+    pub fn unfold(&mut self) {
+        self.conv_bn_layers().into_iter().for_each(|layer| layer.folded = None);
+    }
+
+    /// Whether the batch norms are folded ([`Net::fold_batch_norm`]).
+    pub fn is_folded(&self) -> bool {
+        self.stem.folded.is_some()
     }
 
     /// Whether the network has the opponent-reply head (`aux_reply_head`).
@@ -257,15 +353,15 @@ impl Net {
         let a = self.activation;
         let n = input1.size()[0];
         let x = Tensor::cat(&[input1, input2], 1);
-        let mut x = act(a, &self.stem_bn.forward_t(&self.stem_conv.forward(&x), train));
+        let mut x = act(a, &self.stem.forward_t(&x, train));
         for block in &self.blocks {
             x = block.forward(a, &x, train);
         }
-        let p = act(a, &self.policy_bn.forward_t(&self.policy_conv.forward(&x), train));
+        let p = act(a, &self.policy_conv.forward_t(&x, train));
         // `reshape`, not `view`: channels-last activations are not viewable as (N, 27·81); the
         // copy (NCHW order, as PyTorch's `flatten`) is what `flatten` does for them too.
         let policy = self.policy_out.forward(&p).reshape([n, MOVE_LABELS as i64]) + &self.policy_bias;
-        let v = act(a, &self.value_bn.forward_t(&self.value_conv.forward(&x), train));
+        let v = act(a, &self.value_conv.forward_t(&x, train));
         let v = act(a, &self.value_fc1.forward(&v.flatten(1, -1)));
         let value = self.value_fc2.forward(&v);
         let reply = match &self.reply {
@@ -495,11 +591,11 @@ mod tests {
         // Recompute the map by hand from the shared policy planes.
         let x = Tensor::cat(&[&in1, &in2], 1);
         let a = config.activation;
-        let mut x = act(a, &net.stem_bn.forward_t(&net.stem_conv.forward(&x), false));
+        let mut x = act(a, &net.stem.bn.forward_t(&net.stem.conv.forward(&x), false));
         for block in &net.blocks {
             x = block.forward(a, &x, false);
         }
-        let p = act(a, &net.policy_bn.forward_t(&net.policy_conv.forward(&x), false));
+        let p = act(a, &net.policy_conv.bn.forward_t(&net.policy_conv.conv.forward(&x), false));
         let r = net.reply.as_ref().unwrap();
         let map = r.out.forward(&p).reshape([2, MOVE_DIRECTIONS as i64, SQUARES as i64]);
         let bias = Vec::<f32>::try_from(&r.bias).unwrap();

@@ -205,13 +205,39 @@ impl Network {
         &self.vs
     }
 
-    /// For tests and tools that set weights directly.
+    /// For tests and tools that set weights directly (batch norm is unfolded, so that inference
+    /// sees the new weights).
     pub fn var_store_mut(&mut self) -> &mut VarStore {
+        self.net.unfold();
         &mut self.vs
     }
 
     pub fn net(&self) -> &Net {
         &self.net
+    }
+
+    /// Folds batch norm into the convolutions for inference ([`Net::fold_batch_norm`]): only for
+    /// a network that is evaluated from now on, never trained or given new weights
+    /// ([`Network::var_store_mut`] unfolds). The folded weights are a second copy of the
+    /// convolutions' on the device: when it cannot be made (libtorch panics on CUDA out of
+    /// memory) the network stays unfolded, with a warning, and runs as before. Returns whether
+    /// it is folded.
+    pub fn fold_batch_norm(&mut self) -> bool {
+        if self.net.is_folded() {
+            return true;
+        }
+        match catch_unwind(AssertUnwindSafe(|| self.net.fold_batch_norm())) {
+            Ok(()) => true,
+            Err(panic) => {
+                self.net.unfold();
+                tracing::warn!(
+                    "{}: batch norm left unfolded: {}",
+                    self.label(),
+                    koma_base::stop::panic_message(panic.as_ref())
+                );
+                false
+            }
+        }
     }
 
     /// Forward pass on tensors already on the device: float (any kind) `(N,62,9,9)` and
@@ -419,17 +445,24 @@ pub struct SharedNetwork {
 }
 
 impl SharedNetwork {
-    pub fn new(network: Network) -> SharedNetwork {
+    /// Serves `network`'s evaluations. Its batch norm is folded into the convolutions
+    /// ([`Network::fold_batch_norm`]; docs/benchmarks.md has the measurements): a shared network
+    /// is only evaluated, and new weights come as a new network.
+    pub fn new(mut network: Network) -> SharedNetwork {
+        network.fold_batch_norm();
         let (device, pad_multiple) = (network.device(), network.pad_multiple());
         SharedNetwork { network: Mutex::new(network), device, pad_multiple }
     }
 
+    /// The network, unfolded again (whoever takes it may change its weights).
     pub fn into_inner(self) -> Network {
-        self.network.into_inner().unwrap_or_else(|e| e.into_inner())
+        let mut network = self.network.into_inner().unwrap_or_else(|e| e.into_inner());
+        network.net.unfold();
+        network
     }
 
-    /// Runs `f` with the network locked (`f` must not move it to another device: the device is
-    /// read without the lock).
+    /// Runs `f` with the network locked (`f` must not move it to another device, the device is
+    /// read without the lock, nor change its weights: batch norm is folded into a copy of them).
     pub fn with<T>(&self, f: impl FnOnce(&mut Network) -> T) -> T {
         let mut guard = self.network.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut guard)

@@ -158,9 +158,9 @@ fn the_inference_service_batches_a_network_across_clients() {
 
 /// CUDA only: f32, f16 and bf16 inference on the GPU agree with f32 on the CPU. Ignored by
 /// default, so that `cargo test` lists it as not run rather than passing it on a CPU machine;
-/// on a GPU machine: `cargo test -p koma-nn --test inference -- --ignored cuda_`.
+/// on a GPU machine: `cargo test -p koma-nn --test network -- --ignored cuda_`.
 #[test]
-#[ignore = "needs CUDA: cargo test -p koma-nn --test inference -- --ignored cuda_"]
+#[ignore = "needs CUDA: cargo test -p koma-nn --test network -- --ignored cuda_"]
 fn cuda_precisions_agree_with_cpu() {
     assert!(tch::Cuda::is_available(), "this test needs CUDA, and libtorch sees no CUDA device here");
     use koma_nn::{DeviceSpec, Precision, TrainingInfo};
@@ -175,15 +175,22 @@ fn cuda_precisions_agree_with_cpu() {
         let options = RunOptions { device: DeviceSpec::Cuda(0), precision, cpu_threads: None };
         let gpu = Network::load(&path, &options).unwrap();
         assert!(gpu.device().is_cuda());
-        let got = gpu.evaluate(&ps[..]).unwrap();
-        let worst = got
-            .iter()
-            .zip(&expected)
-            .flat_map(|(a, b)| a.priors.iter().zip(&b.priors).chain(a.wdl.iter().zip(&b.wdl)))
-            .map(|(x, y)| (x - y).abs())
-            .fold(0.0f32, f32::max);
+        let worst_of = |got: Vec<Evaluation>| {
+            got.iter()
+                .zip(&expected)
+                .flat_map(|(a, b)| a.priors.iter().zip(&b.priors).chain(a.wdl.iter().zip(&b.wdl)))
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0f32, f32::max)
+        };
+        let worst = worst_of(gpu.evaluate(&ps[..]).unwrap());
         eprintln!("{precision}: max prior/wdl difference to CPU f32 = {worst:e}");
         assert!(worst < tol, "{precision}: {worst}");
+        // As inference runs it: batch norm folded, in this precision.
+        let shared = SharedNetwork::new(gpu);
+        assert!(shared.with(|net| net.net().is_folded()));
+        let worst = worst_of(shared.evaluate(&ps[..]).unwrap());
+        eprintln!("{precision}, folded: max prior/wdl difference to CPU f32 = {worst:e}");
+        assert!(worst < tol, "{precision}, folded: {worst}");
     }
 }
 
@@ -289,4 +296,68 @@ fn a_threaded_network_runs_each_batch_with_the_budgets_threads_on_the_calling_th
             .join()
             .unwrap();
     });
+}
+
+/// Batch norm folded into the convolutions answers what the unfolded network answers, for every
+/// kind of block (plain, squeeze-excitation, global pooling whose bias enters between a
+/// convolution and its batch norm) and activation, with random running statistics; training
+/// passes of a folded network still normalise with the batch's statistics.
+#[test]
+fn folded_batch_norm_answers_what_batch_norm_answers() {
+    let ps = positions(12, 21);
+    let mut configs = vec![ModelConfig::tiny(), ModelConfig::resnet10_swish()];
+    let mut mixed = ModelConfig::tiny();
+    mixed.blocks = 4;
+    mixed.channels = 32;
+    mixed.activation = koma_nn::Activation::Mish;
+    mixed.se = Some(koma_nn::SeConfig { ratio: 4 });
+    mixed.global_pool = Some(koma_nn::GlobalPoolConfig { every: 2, channels: 8 });
+    configs.push(mixed);
+    for (i, config) in configs.iter_mut().enumerate() {
+        config.blocks = config.blocks.min(4);
+        let plain = Network::new(config, &RunOptions::cpu(), Some(5)).unwrap();
+        koma_nn::model::randomize(plain.var_store(), 30 + i as u64);
+        let mut folded = Network::new(config, &RunOptions::cpu(), Some(5)).unwrap();
+        {
+            let _guard = tch::no_grad_guard();
+            let ours = plain.var_store().variables();
+            for (name, mut var) in folded.var_store().variables() {
+                var.copy_(&ours[&name]);
+            }
+        }
+        folded.fold_batch_norm();
+        let (a, b) = (plain.evaluate(&ps).unwrap(), folded.evaluate(&ps).unwrap());
+        close(&a, &b, 2e-4);
+        // The raw logits too (priors are a softmax of them, which can hide an offset).
+        let mut batch = koma_nn::InputBatch::with_capacity(ps.len());
+        batch.encode(&ps);
+        let (in1, in2) = plain.upload(&batch);
+        let _guard = tch::no_grad_guard();
+        for train in [false, true] {
+            let (p1, v1) = plain.net().forward_t(&in1, &in2, train);
+            let (p2, v2) = folded.net().forward_t(&in1, &in2, train);
+            let scale = 1.0 + p1.abs().max().double_value(&[]);
+            let diff = (&p1 - &p2).abs().max().double_value(&[]).max((&v1 - &v2).abs().max().double_value(&[]));
+            assert!(diff < 1e-4 * scale, "{}: train {train}: outputs differ by {diff}", config.describe());
+        }
+        // The folded weights are what inference uses: statistics changed after the fold change
+        // nothing, until the network is unfolded.
+        let (before, _) = folded.net().forward_t(&in1, &in2, false);
+        for (name, mut var) in folded.var_store().variables() {
+            if name.ends_with("running_var") {
+                let _ = var.fill_(4.0);
+            }
+        }
+        let (after, _) = folded.net().forward_t(&in1, &in2, false);
+        assert_eq!((&before - &after).abs().max().double_value(&[]), 0.0, "{}", config.describe());
+        folded.var_store_mut();
+        assert!(!folded.net().is_folded(), "new weights unfold");
+        let (unfolded, _) = folded.net().forward_t(&in1, &in2, false);
+        assert!((&before - &unfolded).abs().max().double_value(&[]) > 1e-3, "{}", config.describe());
+    }
+    // A shared network is folded; taken back out, it is not.
+    let shared = SharedNetwork::new(network());
+    assert!(shared.with(|net| net.net().is_folded()));
+    close(&shared.evaluate(&ps).unwrap(), &network().evaluate(&ps).unwrap(), 1e-5);
+    assert!(!shared.into_inner().net().is_folded());
 }

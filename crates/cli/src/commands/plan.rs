@@ -113,7 +113,8 @@ pub fn run(args: Args) -> Result<()> {
 /// Positions per second through the config's network at self-play's batch size (capped at 1024).
 fn measure_inference(config: &PipelineConfig, seconds: f64) -> Result<(f64, String)> {
     let options = config.evaluation_options()?;
-    let net = Network::new(&config.model, &options, Some(0)).context("building the config's network")?;
+    let mut net = Network::new(&config.model, &options, Some(0)).context("building the config's network")?;
+    net.fold_batch_norm(); // as self-play's inference services run it
     let n = config.selfplay.max_batch.clamp(1, 1024);
     let positions = sample_positions(n);
     let mut batch = koma_nn::LeafBatch::for_device(net.device());

@@ -149,7 +149,9 @@ fn wait_for_model(run: &RunDir, stop: &AtomicBool, events: &Sender<Event>) -> Re
 /// Loads a model for self-play and runs a probe batch through it, so that a model that loads but
 /// answers NaN is refused like one that does not load.
 fn load_probed(model: &ModelRef, options: &RunOptions) -> koma_nn::Result<Network> {
-    let network = Network::load(&model.path, options)?;
+    let mut network = Network::load(&model.path, options)?;
+    // Probed as it will play: folded (the inference services would fold it otherwise).
+    network.fold_batch_norm();
     network.probe()?;
     Ok(network)
 }
