@@ -1,5 +1,8 @@
 import os
+import signal
 import subprocess
+import threading
+from contextlib import contextmanager
 
 import pytest
 
@@ -71,3 +74,57 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_sessionfinish(session, exitstatus):
     if _skipped_in_ci and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# Every test has a time limit, for its setup, its run and its teardown each: KOMA_TEST_TIMEOUT
+# seconds (900 by default, above the slowest test's own bounds; 0 turns it off), or its own with
+# `@pytest.mark.timeout(SECONDS)`. A hang then fails that test, by name, and the run goes on,
+# instead of blocking CI until its 90-minute limit. A process the test waits on
+# (`subprocess.run`) is killed when the limit interrupts the wait.
+DEFAULT_TIMEOUT = float(os.environ.get("KOMA_TEST_TIMEOUT", "900"))
+
+
+class TimeLimitExceeded(Exception):
+    """A test (or its setup or teardown) ran over its time limit."""
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): this test's time limit (KOMA_TEST_TIMEOUT otherwise)")
+
+
+@contextmanager
+def _time_limit(item, phase: str):
+    marker = item.get_closest_marker("timeout")
+    limit = float(marker.args[0]) if marker else DEFAULT_TIMEOUT
+    if limit <= 0 or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeLimitExceeded(f"{item.nodeid}: {phase} ran over its {limit:g} s limit (KOMA_TEST_TIMEOUT, or @pytest.mark.timeout)")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    with _time_limit(item, "setup"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with _time_limit(item, "the test"):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    with _time_limit(item, "teardown"):
+        yield

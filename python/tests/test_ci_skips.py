@@ -1,6 +1,7 @@
 """With CI=true a skip fails the run (conftest.py), so that a CI run where the Slurm cluster never
 came up or an oracle package is missing cannot look green; opt-in skips (KOMA_SLOW_TESTS) stay
-skips, and outside CI every skip only shows its reason."""
+skips, and outside CI every skip only shows its reason. A test over its time limit fails by name
+and the run goes on."""
 
 import os
 import shutil
@@ -44,3 +45,24 @@ def test_outside_ci_skips_show_their_reasons_and_pass(tmp_path):
     p = run_pytest(tmp_path, None)
     assert p.returncode == 0, p.stdout
     assert "SKIPPED" in p.stdout and "the cluster never came up" in p.stdout
+
+
+HANGING = """
+import time
+import pytest
+@pytest.mark.timeout(1)
+def test_hangs(): time.sleep(30)
+def test_after_it(): pass
+"""
+
+
+def test_a_test_over_its_time_limit_fails_by_name_and_the_run_goes_on(tmp_path):
+    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    (tmp_path / "test_hanging.py").write_text(HANGING)
+    p = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=25,
+    )  # fmt: skip
+    assert p.returncode == 1, p.stdout
+    assert "test_hanging.py::test_hangs: the test ran over its 1 s limit" in p.stdout, p.stdout
+    assert "1 failed, 1 passed" in p.stdout, p.stdout

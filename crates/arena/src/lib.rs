@@ -2,6 +2,7 @@
 //! match statistics and ratings.
 
 pub mod clock;
+pub mod engine_output;
 pub mod error;
 pub mod game;
 pub mod matches;

@@ -102,7 +102,9 @@ impl MatchState {
 
 /// Saves a game's KIF as `DIR/BLACK-vs-WHITE-pair-NNNNN.kifu` (`-2`, `-3`, … when that name is
 /// taken: a self-match, or the same pairing in another match), written durably, never overwriting an
-/// earlier game.
+/// earlier game. The name is reserved by creating the file exclusively (`create_new`), so two
+/// processes saving the same pairing at once take different names; the record then replaces the
+/// empty file it reserved.
 fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &str) -> Result<(), BoxError> {
     let (black, white) = if g.a_black { (&state.a_name, &state.b_name) } else { (&state.b_name, &state.a_name) };
     let safe = |name: &str| -> String {
@@ -112,8 +114,12 @@ fn save_record(dir: &std::path::Path, g: &MatchGame, state: &MatchState, text: &
     std::fs::create_dir_all(dir)?;
     let path = (1..)
         .map(|k| dir.join(if k == 1 { format!("{stem}.kifu") } else { format!("{stem}-{k}.kifu") }))
-        .find(|p| !p.exists())
-        .expect("some name is free");
+        .find_map(|p| match OpenOptions::new().write(true).create_new(true).open(&p) {
+            Ok(_) => Some(Ok(p)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => None,
+            Err(e) => Some(Err(e)),
+        })
+        .expect("some name is free")?;
     Ok(koma_base::durable::write(&path, text.as_bytes())?)
 }
 

@@ -5,17 +5,18 @@
 //! fresh one. An engine that forfeits [`MAX_FORFEITS_IN_A_ROW`] games in a row, or cannot be
 //! restarted, stops the match rather than handing its opponent a win every game.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError};
+use crossbeam::channel::{bounded, Receiver, RecvTimeoutError};
 use koma_shogi::usi::position_command;
 use koma_shogi::{Move, Position};
 
 use crate::clock::{TimeControl, Timing, TurnClock};
+use crate::engine_output::next_line;
 use crate::error::EngineStartError;
 use crate::player::{Action, Player, PlayerError};
 
@@ -56,7 +57,11 @@ pub struct UsiEngineConfig {
     pub working_dir: Option<PathBuf>,
 }
 
-/// A running engine process: its stdin, and its stdout lines as read by a thread of their own.
+/// Lines of an engine's output read ahead of the game.
+const LINES_AHEAD: usize = 1024;
+
+/// A running engine process: its stdin, and its stdout lines as read by a thread of their own
+/// ([`crate::engine_output`]: any bytes, bounded lines).
 struct Process {
     child: Child,
     stdin: ChildStdin,
@@ -94,12 +99,14 @@ impl Process {
             .map_err(|source| EngineStartError::Spawn { command: config.command.clone(), source })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let stdout = child.stdout.take().expect("stdout is piped");
-        let (sender, lines) = unbounded();
+        // Bounded: an engine that floods its output waits for the game to read it (at most
+        // LINES_AHEAD lines of MAX_LINE_BYTES each are held).
+        let (sender, lines) = bounded(LINES_AHEAD);
         std::thread::Builder::new()
             .name("koma-usi-reader".into())
             .spawn(move || {
-                for line in BufReader::new(stdout).lines() {
-                    let Ok(line) = line else { break };
+                let (mut reader, mut buffer) = (BufReader::new(stdout), Vec::new());
+                while let Some(line) = next_line(&mut reader, &mut buffer) {
                     if sender.send(line).is_err() {
                         break;
                     }

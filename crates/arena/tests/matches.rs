@@ -70,6 +70,36 @@ fn paired_match_with_results_file() {
     }
 }
 
+/// Matches of one pairing saving records into one folder at once (two arenas beside each other,
+/// games of a few plies, so that saves land together): every game gets a name of its own, none
+/// overwrites another.
+#[test]
+fn matches_saving_into_one_folder_at_once_keep_every_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = dir.path().join("games");
+    let config = MatchConfig {
+        games: 40,
+        concurrency: 4,
+        rules: GameRules { max_plies: 4, ..GameRules::default() },
+        openings: vec![],
+        sprt: None,
+        results: None,
+        records: Some(records.clone()),
+        cancel: None,
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| assert_eq!(run_match(random(), random(), &config, &mut |_, _| {}).unwrap().played, 40));
+        }
+    });
+    let kifs: Vec<_> = std::fs::read_dir(&records).unwrap().flatten().map(|e| e.path()).collect();
+    assert_eq!(kifs.len(), 120, "records were overwritten");
+    for path in kifs {
+        let games = koma_shogi::record::read_file(&path, koma_shogi::record::Format::Kifu).unwrap();
+        assert!(games[0].result.is_some(), "{}", path.display());
+    }
+}
+
 #[test]
 fn sprt_stops_a_lopsided_match() {
     let config = MatchConfig {

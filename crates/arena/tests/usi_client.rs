@@ -43,6 +43,19 @@ fn a_scripted_engine_plays_and_resigns() {
     assert_eq!(g.result.winner, Some(Color::White));
 }
 
+/// Japanese engines print `info string`s in Shift_JIS, and nothing bounds a line's length: the
+/// engine still plays (before, the first non-UTF-8 line ended the reading and the engine
+/// forfeited as if dead).
+#[test]
+fn an_engine_printing_shift_jis_and_endless_lines_still_plays() {
+    let g = play_against_random(scripted(
+        "scripted",
+        r#"printf 'info string \x8f\xab\x8a\xfb \x8e\x76\x8d\x6c\x92\x86\r\n'; head -c 300000 /dev/zero | tr '\0' x; echo; if [ -z "$moved" ]; then echo "bestmove 7g7f"; moved=1; else echo "bestmove resign"; fi"#,
+    ));
+    assert_eq!(g.moves.len(), 2, "{:?}", g.note);
+    assert_eq!((g.result.reason, g.result.winner), (EndReason::Resignation, Some(Color::White)), "{:?}", g.note);
+}
+
 #[test]
 fn misbehaving_engines_forfeit() {
     for (on_go, reason, words) in [

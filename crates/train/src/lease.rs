@@ -284,9 +284,13 @@ mod tests {
         drop(a);
         assert!(path.exists());
         // b's heartbeat keeps the file fresh.
+        // (Waited for, not timed: a loaded machine may run the heartbeat late.)
         let before = read_holder(&path).unwrap().heartbeat;
-        std::thread::sleep(Duration::from_millis(400));
-        assert!(read_holder(&path).unwrap().heartbeat > before);
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while read_holder(&path).unwrap().heartbeat <= before {
+            assert!(std::time::Instant::now() < deadline, "b's heartbeat never refreshed its lease in 30 s");
+            std::thread::sleep(Duration::from_millis(20));
+        }
         assert!(!b.lost());
     }
 

@@ -170,24 +170,36 @@ impl ExperimentState {
     /// Cuts `file` back to its committed length: games appended by a process killed before it
     /// committed them are dropped (they are played again). Errors if the file is shorter than
     /// recorded (it was edited or replaced).
+    /// The cut holds the lock that every arena append holds (koma-arena's `append_line`), so a
+    /// line another process is appending is never cut in half.
     pub fn truncate_uncommitted(&self, file: &Path) -> Result<()> {
         let key = file_key(file);
         let committed = self.committed.get(&key).copied().unwrap_or(0);
-        let len = match std::fs::metadata(file) {
-            Ok(m) => m.len(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+        let shorter = |len: u64| PipelineError::Run {
+            path: file.to_path_buf(),
+            message: format!("holds {len} bytes but {committed} were committed: it was changed outside koma"),
+        };
+        let f = match std::fs::OpenOptions::new().write(true).open(file) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return if committed > 0 { Err(shorter(0)) } else { Ok(()) };
+            }
             Err(e) => return Err(io(file)(e)),
         };
+        f.lock().map_err(io(file))?;
+        let cut = (|| {
+            let len = f.metadata()?.len();
+            if len > committed {
+                f.set_len(committed)?;
+                f.sync_all()?;
+            }
+            Ok::<u64, std::io::Error>(len)
+        })();
+        let unlocked = f.unlock();
+        let len = cut.map_err(io(file))?;
+        unlocked.map_err(io(file))?;
         if len < committed {
-            return Err(PipelineError::Run {
-                path: file.to_path_buf(),
-                message: format!("holds {len} bytes but {committed} were committed: it was changed outside koma"),
-            });
-        }
-        if len > committed {
-            let f = std::fs::OpenOptions::new().write(true).open(file).map_err(io(file))?;
-            f.set_len(committed).map_err(io(file))?;
-            f.sync_all().map_err(io(file))?;
+            return Err(shorter(len));
         }
         Ok(())
     }
