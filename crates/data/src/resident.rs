@@ -14,7 +14,7 @@ use koma_shogi::Move;
 
 use crate::error::{DataError, Result};
 use crate::sample::Sample;
-use crate::shard::{assemble, continuation, Columns, ShardReader};
+use crate::shard::{assemble, check_indices, continuation, Columns, ShardReader};
 
 pub struct ResidentShard {
     path: PathBuf,
@@ -72,22 +72,10 @@ impl ResidentShard {
             + self.game_moves.as_ref().map_or(0, |(offsets, moves)| offsets.capacity() * 4 + moves.capacity() * 2)
     }
 
-    fn check(&self, indices: &[usize]) -> Result<()> {
-        let n = self.len();
-        match indices.iter().find(|&&i| i >= n) {
-            Some(&bad) => Err(DataError::BadSample {
-                path: self.path.clone(),
-                index: bad,
-                message: format!("out of range (shard has {n} samples)"),
-            }),
-            None => Ok(()),
-        }
-    }
-
     /// The samples at `indices` (any order, repeats allowed), in that order: what
     /// [`ShardReader::read`] gives for the same shard.
     pub fn read(&self, indices: &[usize]) -> Result<Vec<Sample>> {
-        self.check(indices)?;
+        check_indices(&self.path, self.len(), indices)?;
         assemble(&self.path, &self.offsets, indices.iter().copied(), self.columns.gather(&self.offsets, indices))
     }
 

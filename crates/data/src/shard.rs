@@ -355,14 +355,7 @@ impl ShardReader {
 
     /// Reads the samples at `indices` (any order, repeats allowed), in that order.
     pub fn read(&self, indices: &[usize]) -> Result<Vec<Sample>> {
-        let n = self.len();
-        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(DataError::BadSample {
-                path: self.path.clone(),
-                index: bad,
-                message: format!("out of range (shard has {n} samples)"),
-            });
-        }
+        check_indices(&self.path, self.len(), indices)?;
         let position: Vec<[u8; PACKED_BYTES]> = self.points("position", indices)?;
         let moves: Vec<u16> = self.points("move", indices)?;
         let root_wdl: Vec<[f32; 3]> = self.points("root_wdl", indices)?;
@@ -387,14 +380,7 @@ impl ShardReader {
     /// inconsistent shard; nothing is guessed).
     pub fn continuations(&self, indices: &[usize], samples: &[Sample], plies: usize) -> Result<Vec<Option<Vec<Move>>>> {
         assert_eq!(indices.len(), samples.len(), "one sample per index");
-        let n = self.len();
-        if let Some(&bad) = indices.iter().find(|&&i| i >= n) {
-            return Err(DataError::BadSample {
-                path: self.path.clone(),
-                index: bad,
-                message: format!("out of range (shard has {n} samples)"),
-            });
-        }
+        check_indices(&self.path, self.len(), indices)?;
         let games: Vec<u32> = self.points("game", indices)?;
         let game_moves = self.game_moves()?;
         Ok(samples.iter().zip(&games).map(|(s, &g)| continuation(s, g, game_moves, plies)).collect())
@@ -616,4 +602,16 @@ pub(crate) fn continuation(
         return None;
     }
     moves[at + 1..end].iter().take(plies).map(|&code| Move::from_u16(code)).collect()
+}
+
+/// An error naming the first of `indices` that a shard of `len` samples does not have.
+pub(crate) fn check_indices(path: &Path, len: usize, indices: &[usize]) -> Result<()> {
+    match indices.iter().find(|&&i| i >= len) {
+        Some(&bad) => Err(DataError::BadSample {
+            path: path.to_path_buf(),
+            index: bad,
+            message: format!("out of range (shard has {len} samples)"),
+        }),
+        None => Ok(()),
+    }
 }
