@@ -1,8 +1,8 @@
 //! The replay window: the newest samples across the shards of a directory, sampled uniformly.
-//! Only the shards that hold samples of the window are loaded or kept open. It notices new shards on [`ReplayWindow::refresh`]. A shard
-//! that fails to open is tried again at later refreshes, after 1, 2, 4, 8 and 16 seconds (a
-//! shared filesystem's transient error must not drop a shard for the whole run), and skipped
-//! with a warning after the sixth failure. Only a window that is refreshed retries: the trainer
+//! Only the shards that hold samples of the window are loaded or kept open. It notices new
+//! shards on [`ReplayWindow::refresh`]. A shard that fails to open is tried again at later
+//! refreshes, after 1, 2, 4, 8 and 16 seconds (a shared filesystem's transient error must not
+//! drop a shard for the whole run), and skipped with a warning after the sixth failure. Only a window that is refreshed retries: the trainer
 //! following self-play (`--follow`, the pipeline, a cluster run) refreshes; training on a fixed
 //! directory opens each shard once.
 //!
@@ -31,8 +31,9 @@ pub enum WindowStorage {
     /// plus 4 a policy entry), its file closed: draws are copies from memory.
     #[default]
     Memory,
-    /// Shards kept open, samples read on demand through HDF5's chunk caches: little memory,
-    /// about 4 k samples/s per core at millions of samples.
+    /// Shards kept open, samples read on demand through HDF5's chunk caches: about 1.2 MiB and a
+    /// file descriptor per shard, and a few thousand samples/s at millions of samples (HDF5 reads
+    /// under a global lock, so more cores do not help).
     Disk,
 }
 

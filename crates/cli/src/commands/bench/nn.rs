@@ -158,21 +158,14 @@ pub fn run(args: Args) -> Result<()> {
             });
             batch.encode(ps);
             let (in1, in2) = net.upload(&batch);
-            let plain_of = |net: &Network| {
-                time(args.seconds, net.device(), || {
-                    let _guard = tch::no_grad_guard();
-                    let (p, v): (Tensor, Tensor) = net.net().forward_t(&in1, &in2, false);
-                    drop((p, v));
-                })
-            };
-            let plain = plain_of(&net);
-            // Unfolded against folded, call by call in turn, each at its fastest: a difference of
-            // a few percent drowns in a shared machine's drift between two measurements.
             let forward_of = |net: &Network| {
                 let _guard = tch::no_grad_guard();
                 let (p, v): (Tensor, Tensor) = net.net().forward_t(&in1, &in2, false);
                 drop((p, v));
             };
+            let plain = time(args.seconds, net.device(), || forward_of(&net));
+            // Unfolded against folded, call by call in turn, each at its fastest: a difference of
+            // a few percent drowns in a shared machine's drift between two measurements.
             let (unfolded_best, folded_best) =
                 fastest_in_turn(args.seconds, net.device(), || forward_of(&unfolded), || forward_of(&net));
             let folded_speedup = unfolded_best / folded_best;
