@@ -154,15 +154,16 @@ def plot_experiment(report: dict, out_dir: str) -> str:
     """Elo against training time, one line per variant; references as horizontal lines."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for curve in report.get("curves", []):
-        points = sorted(curve.get("points", []), key=lambda p: p["minutes"])
+        # `at`: the budget's axis (minutes, or million evaluations); reports of before said `minutes`.
+        points = sorted(curve.get("points", []), key=lambda p: p.get("at", p.get("minutes", 0)))
         if points:
-            ax.errorbar([p["minutes"] for p in points], [p["elo"] for p in points], yerr=[p["margin"] for p in points],
+            ax.errorbar([p.get("at", p.get("minutes", 0)) for p in points], [p["elo"] for p in points], yerr=[p["margin"] for p in points],
                         marker="o", capsize=3, label=curve["variant"])
     for r in report.get("curve_references", []):
         ax.axhline(r["elo"], linestyle="--", linewidth=1, color="grey")
         ax.annotate(f"{r['player']} ({r['elo']:+.0f})", (0.01, r["elo"]), xycoords=("axes fraction", "data"),
                     textcoords="offset points", xytext=(0, 3), fontsize=8, color="grey")
-    ax.set_xlabel(f"training time ({report.get('x_axis', 'minutes')})")
+    ax.set_xlabel(f"training ({report.get('x_axis', 'minutes')})")
     ax.set_ylabel(f"Elo ({report.get('anchor', 'greedy')} = 0)")
     ax.grid(True, alpha=0.3)
     if report.get("curves"):

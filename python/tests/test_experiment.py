@@ -158,7 +158,7 @@ def test_experiment_survives_kill_resumes_and_reports(koma_bin, configs):
     assert pairings == {frozenset(p): GAMES for p in [("base@4", "more-sims@4"), ("base@4", "greedy"), ("more-sims@4", "greedy")]}, pairings
     assert os.path.getsize(os.path.join(exp, "curve.jsonl")) > 0
     for c in report["curves"]:
-        assert c["points"][0]["minutes"] == 0 and c["points"][-1]["step"] == rows[c["variant"]]["trainer_steps"]
+        assert c["points"][0]["at"] == 0 and c["points"][-1]["step"] == rows[c["variant"]]["trainer_steps"]
     md = open(os.path.join(exp, "report.md")).read()
     for text in ("| variant | Elo | 95% CI", "base", "more-sims", "selfplay.simulations", "koma experiment", "pipeline --resume"):
         assert text in md, text

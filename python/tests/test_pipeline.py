@@ -248,6 +248,33 @@ def test_reaching_the_step_count_ends_the_run_normally_with_its_report(koma_bin,
     assert summary["report"] is not None
 
 
+def test_an_evaluation_budget_ends_the_run_and_counts_across_resumes(koma_bin, tmp_path, config):
+    # --evals is work, not time: the run stops once self-play has evaluated that many positions
+    # over the whole run (a resumed run goes on from the saved count), and the summary names the
+    # machine and its speed, so that the same work can be replayed elsewhere.
+    run = str(tmp_path / "run")
+
+    def pipeline(*args):
+        done = subprocess.run([koma_bin, "pipeline", "--run", run, "--no-report", "--json", *args],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    first = pipeline("--config", config, "--evals", "3000")
+    assert first["stop_reason"] == "eval_limit", first["stop_reason"]
+    assert 3000 <= first["evals"] == first["evals_total"], first
+    assert first["evals_per_second"] > 0 and first["machine"]["cores"] >= 1 and first["machine"]["cpu"], first
+    with open(os.path.join(run, "evals.json")) as f:
+        assert json.load(f)["evals"] == first["evals_total"]
+    second = pipeline("--resume", "--evals", str(first["evals_total"] + 3000))
+    assert second["stop_reason"] == "eval_limit", second["stop_reason"]
+    assert second["evals_total"] == first["evals_total"] + second["evals"], (first, second)
+    assert second["evals_total"] >= first["evals_total"] + 3000
+    # Already spent: a resumed run stops at once.
+    third = pipeline("--resume", "--evals", "3000")
+    assert third["stop_reason"] == "eval_limit" and third["evals_total"] >= second["evals_total"]
+
+
 def test_two_hosts_feed_one_trainer_and_a_second_trainer_is_refused(koma_bin, tmp_path, config):
     """Processes posing as two hosts (KOMA_HOST) share one run directory: their shards get
     distinct names and both reach the one trainer; a trainer started from the other host while

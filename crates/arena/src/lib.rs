@@ -1,6 +1,7 @@
 //! koma-arena: matches between players (koma checkpoints, reference players, USI engines),
 //! match statistics and ratings.
 
+pub mod alphabeta;
 pub mod clock;
 pub mod engine_output;
 pub mod error;

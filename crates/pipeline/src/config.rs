@@ -42,6 +42,10 @@ pub struct RunConfig {
     pub cpu_minutes: f64,
     /// Stop when the trainer reaches this step (0: no limit). `--steps` overrides it.
     pub steps: u64,
+    /// Stop once self-play has evaluated this many positions with the network (0: no limit): a
+    /// budget of work that means the same on every machine, where minutes differ about 3.5× from
+    /// one machine to the next. `--evals` overrides it.
+    pub evals: u64,
     /// A stage that makes no progress this long (self-play plays no move; the trainer neither
     /// steps nor waits for data) shows in the status line and the log (0: not watched).
     pub stall_minutes: f64,
@@ -87,6 +91,7 @@ impl Default for RunConfig {
             minutes: 0.0,
             cpu_minutes: 0.0,
             steps: 0,
+            evals: 0,
             stall_minutes: 10.0,
             device: DeviceList::default(),
             inference_precision: Precision::Auto,

@@ -52,7 +52,9 @@ impl PipelineError {
 pub enum PlayerNameError {
     #[error("player {spec:?}: budget {budget:?} is neither simulations (800) nor time (500ms)")]
     Budget { spec: String, budget: String },
-    #[error("{0:?} is not a reference player (random, greedy, mcts-material[@N])")]
+    #[error("player {spec:?}: {message}")]
+    Depth { spec: String, message: String },
+    #[error("{0:?} is not a reference player (random, greedy, mcts-material[@N], alphabeta@D)")]
     NotReference(String),
 }
 

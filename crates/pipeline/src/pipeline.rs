@@ -15,12 +15,15 @@ use crate::config::{ConfigSource, PipelineConfig};
 use crate::error::{PipelineError, Result};
 use crate::evaluation::{report, Report};
 use crate::events::Event;
-use crate::resources::{process_cpu_seconds, TimeBudget};
+use crate::resources::{process_cpu_seconds, Machine, RunBudget};
 use crate::run::{Run, RunOverrides};
 use crate::run_dir::{ModelRef, RunDir};
 use crate::stages;
 use crate::stages::selfplay::SelfPlaySummary;
 use crate::watchdog::Watchdog;
+
+/// How often the run's evaluation count is saved while it runs.
+const EVALS_SAVE_EVERY: Duration = Duration::from_secs(5);
 
 #[derive(Clone, Debug)]
 pub struct PipelineOptions {
@@ -35,6 +38,8 @@ pub struct PipelineOptions {
     pub cpu_minutes: Option<f64>,
     /// Overrides `[run] steps` (0: no limit).
     pub steps: Option<u64>,
+    /// Overrides `[run] evals` (0: no limit).
+    pub evals: Option<u64>,
     /// Overrides `[run] device` for this process (not written to the run's config.toml): on a
     /// cluster each job names the devices of its own node.
     pub device: Option<String>,
@@ -58,6 +63,12 @@ impl PipelineOptions {
     pub fn time_limits(&self, config: &PipelineConfig) -> (f64, f64) {
         (self.minutes.unwrap_or(config.run.minutes), self.cpu_minutes.unwrap_or(config.run.cpu_minutes))
     }
+
+    /// The run's limit in self-play evaluations (0: none): this option's override, else
+    /// `config`'s `[run]`.
+    pub fn eval_limit(&self, config: &PipelineConfig) -> u64 {
+        self.evals.unwrap_or(config.run.evals)
+    }
 }
 
 /// A run ready to start: its directory, its config and model 0 in place.
@@ -78,6 +89,8 @@ pub enum StopReason {
     TimeLimit,
     /// `[run] cpu_minutes` of process CPU time used.
     CpuLimit,
+    /// `[run] evals` self-play evaluations done.
+    EvalLimit,
     StepsReached,
     Interrupted,
 }
@@ -91,6 +104,14 @@ pub struct PipelineSummary {
     pub seconds: f64,
     /// Process CPU seconds (user + system, all threads) of the stages.
     pub cpu_seconds: f64,
+    /// The machine the run ran on, so that its minutes can be compared with another's.
+    pub machine: Machine,
+    /// Positions self-play evaluated with the network in this process (the `[run] evals`
+    /// budget's unit), the run's total so far, and this process's per wall-clock second: the
+    /// machine's measured speed on this run.
+    pub evals: u64,
+    pub evals_total: u64,
+    pub evals_per_second: f64,
     pub selfplay: SelfPlaySummary,
     pub train: TrainSummary,
     /// Checkpoints in models/ now, and the newest.
@@ -104,13 +125,16 @@ pub struct PipelineSummary {
 /// when neither the config nor the command line limits the run.
 fn check_budget(config: &PipelineConfig, origin: &str, options: &PipelineOptions) -> Result<()> {
     let (minutes, cpu_minutes) = options.time_limits(config);
-    let limited = minutes > 0.0 || cpu_minutes > 0.0 || options.steps.unwrap_or(config.run.steps) > 0;
+    let limited = minutes > 0.0
+        || cpu_minutes > 0.0
+        || options.eval_limit(config) > 0
+        || options.steps.unwrap_or(config.run.steps) > 0;
     if config.train.lr.over_budget() && !limited && !options.prepare_only {
         return Err(PipelineError::Config {
             origin: origin.to_string(),
             message: "[train.lr] decay_steps = 0 anneals the learning rate over the run's budget, and this run has \
-                      none: give it minutes, cpu_minutes or steps ([run] or --minutes, --cpu-minutes, --steps), or \
-                      set decay_steps"
+                      none: give it minutes, cpu_minutes, evals or steps ([run] or --minutes, --cpu-minutes, \
+                      --evals, --steps), or set decay_steps"
                 .into(),
         });
     }
@@ -171,7 +195,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     stages_run.set_threads();
     let (minutes, cpu_minutes) = options.time_limits(config);
     // Process CPU time from here on: the stages' threads, not what ran before `run`.
-    let budget = Arc::new(TimeBudget::new(minutes, cpu_minutes));
+    let budget = Arc::new(RunBudget::new(minutes, cpu_minutes, options.eval_limit(config), run.evals()?));
+    let mut evals_saved = (budget.evals_done(), Instant::now());
     let model_zero = &prepared.model_zero;
     if config.gating.enabled {
         if !run.has_current() {
@@ -194,6 +219,9 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let mut relay = || {
         let now = Instant::now();
         for event in stage_receiver.try_iter() {
+            if let Event::SelfPlay(progress) = &event {
+                budget.count_evals(progress.inference.positions);
+            }
             let back = watchdog.as_mut().and_then(|w| w.observe(&event, now));
             let _ = events.send(event);
             if let Some(back) = back {
@@ -202,6 +230,13 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         }
         for stalled in watchdog.as_mut().map(|w| w.check(now)).unwrap_or_default() {
             let _ = events.send(stalled);
+        }
+        // The run's count, saved every few seconds (a crash loses at most those).
+        if budget.evals_done() != evals_saved.0 && now.duration_since(evals_saved.1) >= EVALS_SAVE_EVERY {
+            if let Err(e) = run.set_evals(budget.evals_done()) {
+                tracing::warn!("saving the evaluation count: {e}");
+            }
+            evals_saved = (budget.evals_done(), now);
         }
     };
     let stage_events = &stage_events;
@@ -251,6 +286,8 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
                 Some(StopReason::TimeLimit)
             } else if budget.cpu_exhausted() {
                 Some(StopReason::CpuLimit)
+            } else if budget.evals_exhausted() {
+                Some(StopReason::EvalLimit)
             } else if first_ended == Some("trainer") {
                 Some(StopReason::StepsReached)
             } else if first_ended.is_some() {
@@ -284,6 +321,9 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_started;
     let (train, selfplay) = stage_outcomes(train_result, selfplay_result, side_results, first_ended)?;
+    // Self-play's last report, made as it ended, holds its totals.
+    let evals = budget.evals_here();
+    run.set_evals(budget.evals_done())?;
     if stage_ended {
         // A stage ended on its own and yet without an error: that is a bug, and said so.
         return Err(log_failure(PipelineError::Stage {
@@ -304,6 +344,10 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
         stop_reason: reason,
         seconds,
         cpu_seconds,
+        machine: Machine::this(),
+        evals,
+        evals_total: budget.evals_done(),
+        evals_per_second: evals as f64 / seconds.max(1e-9),
         selfplay,
         train,
         models: models.len(),
@@ -376,6 +420,7 @@ mod tests {
             minutes: None,
             cpu_minutes: None,
             steps: None,
+            evals: None,
             device: Some("cpu".into()),
             model_zero: None,
             stop: Arc::new(AtomicBool::new(false)),
@@ -389,6 +434,7 @@ mod tests {
             ("minutes", PipelineOptions { minutes: Some(1.0), ..options("minutes") }),
             ("cpu", PipelineOptions { cpu_minutes: Some(1.0), ..options("cpu") }),
             ("steps", PipelineOptions { steps: Some(10), ..options("steps") }),
+            ("evals", PipelineOptions { evals: Some(1000), ..options("evals") }),
             ("prepared", PipelineOptions { prepare_only: true, ..options("prepared") }),
         ] {
             prepare(&o).unwrap_or_else(|e| panic!("{run}: {e}"));

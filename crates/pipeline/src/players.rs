@@ -1,17 +1,19 @@
 //! Arena players from their names: the built-in references (`random`, `greedy`,
-//! `mcts-material[@N]`) and checkpoints searched with MCTS. Shared by `koma arena`, the
+//! `mcts-material[@N]`, `alphabeta@D`) and checkpoints searched with MCTS. Shared by `koma arena`, the
 //! gatekeeper and the end-of-run report.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use koma_arena::alphabeta::{AlphaBetaPlayer, MAX_DEPTH};
 use koma_arena::matches::PlayerFactory;
 use koma_arena::player::{Budget, GreedyPlayer, MaterialEvaluator, MctsPlayer, Player, RandomPlayer};
 use koma_mcts::{Evaluator, InferenceServer, SearchConfig};
 use koma_nn::{Network, RunOptions, SharedNetwork};
 use koma_shogi::rules::GameRules;
 
-use crate::error::{PlayerNameError, Result};
+pub use crate::error::PlayerNameError;
+use crate::error::Result;
 
 /// The rule a checkpoint's search uses at the root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +104,9 @@ pub fn reference_factory(
     default_simulations: u32,
     rules: GameRules,
 ) -> std::result::Result<PlayerFactory, PlayerNameError> {
+    if let Some(depth) = spec.strip_prefix("alphabeta") {
+        return alphabeta_factory(spec, depth, rules);
+    }
     let (name, budget) = split_budget(spec, default_simulations)?;
     let label = format!("{name}@{}", budget_label(budget));
     match name {
@@ -113,6 +118,20 @@ pub fn reference_factory(
         })),
         _ => Err(PlayerNameError::NotReference(spec.into())),
     }
+}
+
+/// `alphabeta@D`: the depth is part of the name, never a default.
+fn alphabeta_factory(spec: &str, depth: &str, rules: GameRules) -> std::result::Result<PlayerFactory, PlayerNameError> {
+    let refuse = |message: String| PlayerNameError::Depth { spec: spec.into(), message };
+    let depth: u8 = depth
+        .strip_prefix('@')
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| refuse(format!("give the depth in plies, alphabeta@1 to alphabeta@{MAX_DEPTH}")))?;
+    AlphaBetaPlayer::new(depth, rules, 0).map_err(refuse)?;
+    Ok(Arc::new(move |seed| {
+        let player = AlphaBetaPlayer::new(depth, rules, seed).expect("depth checked above");
+        Ok(Box::new(player) as Box<dyn Player>)
+    }))
 }
 
 /// The name a checkpoint plays under: `model-STEP@BUDGET` (what results and ratings record).
@@ -158,6 +177,13 @@ mod tests {
         assert!(split_budget("m@fast", 50).unwrap_err().to_string().contains("fast"));
         assert!(reference_factory("greedy", 8, GameRules::default()).is_ok());
         assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
+        let alphabeta = reference_factory("alphabeta@2", 8, GameRules::default()).unwrap();
+        assert_eq!(alphabeta(3).unwrap().name(), "alphabeta@2");
+        for bad in ["alphabeta", "alphabeta@", "alphabeta@0", "alphabeta@9", "alphabeta@two"] {
+            let error = reference_factory(bad, 8, GameRules::default()).err().unwrap();
+            assert!(matches!(error, PlayerNameError::Depth { .. }), "{bad}: {error}");
+            assert!(error.to_string().contains(bad), "{error}");
+        }
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! What a run costs the machine: process CPU time (the `[run] cpu_minutes` budget, and a child
 //! process's time for `koma experiment`) and the load average it ran under.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use serde::Serialize;
 
 fn rusage_seconds(who: libc::c_int) -> f64 {
     // SAFETY: getrusage only writes the struct it is given; a zeroed rusage is a valid value.
@@ -101,28 +104,39 @@ impl CpuBudget {
     }
 }
 
-/// A run's time limits from the moment it starts: wall clock (`--minutes`) and process CPU time
-/// (`--cpu-minutes`), either or both. The pipeline stops on them, and the trainer anneals a
-/// learning rate over them ([`koma_train::BudgetClock`]).
-#[derive(Clone, Copy, Debug)]
-pub struct TimeBudget {
+/// A run's limits from the moment it starts: wall clock (`--minutes`), process CPU time
+/// (`--cpu-minutes`) and self-play's evaluations (`--evals`), any of them. The pipeline stops on
+/// the first one spent, and the trainer anneals a learning rate over them
+/// ([`koma_train::BudgetClock`]).
+#[derive(Debug)]
+pub struct RunBudget {
     started: Instant,
     wall: Option<Duration>,
     cpu: Option<CpuBudget>,
+    evals: Option<u64>,
+    /// The run's evaluations before this process (the `evals` budget is the whole run's, as
+    /// `steps` is).
+    evals_before: u64,
+    /// Evaluations this process's self-play reports so far (its running total).
+    evals_here: AtomicU64,
 }
 
-impl TimeBudget {
-    /// Limits in minutes, 0 (or less) for none.
-    pub fn new(minutes: f64, cpu_minutes: f64) -> TimeBudget {
-        TimeBudget {
+impl RunBudget {
+    /// Limits in minutes of this process (0 or less: none) and in evaluations of the whole run
+    /// (0: none), `evals_before` of which earlier processes did.
+    pub fn new(minutes: f64, cpu_minutes: f64, evals: u64, evals_before: u64) -> RunBudget {
+        RunBudget {
             started: Instant::now(),
             wall: (minutes > 0.0).then(|| Duration::from_secs_f64(minutes * 60.0)),
             cpu: (cpu_minutes > 0.0).then(|| CpuBudget::new(Duration::from_secs_f64(cpu_minutes * 60.0))),
+            evals: (evals > 0).then_some(evals),
+            evals_before,
+            evals_here: AtomicU64::new(0),
         }
     }
 
     pub fn is_limited(&self) -> bool {
-        self.wall.is_some() || self.cpu.is_some()
+        self.wall.is_some() || self.cpu.is_some() || self.evals.is_some()
     }
 
     pub fn wall_exhausted(&self) -> bool {
@@ -132,14 +146,70 @@ impl TimeBudget {
     pub fn cpu_exhausted(&self) -> bool {
         self.cpu.is_some_and(|c| c.exhausted())
     }
+
+    /// This process's self-play's running total of evaluations, as its progress reports give it.
+    pub fn count_evals(&self, total: u64) {
+        self.evals_here.fetch_max(total, Ordering::Relaxed);
+    }
+
+    /// Evaluations of this process.
+    pub fn evals_here(&self) -> u64 {
+        self.evals_here.load(Ordering::Relaxed)
+    }
+
+    /// Evaluations of the whole run.
+    pub fn evals_done(&self) -> u64 {
+        self.evals_before + self.evals_here()
+    }
+
+    pub fn evals_exhausted(&self) -> bool {
+        self.evals.is_some_and(|limit| self.evals_done() >= limit)
+    }
 }
 
-impl koma_train::BudgetClock for TimeBudget {
+impl koma_train::BudgetClock for RunBudget {
     fn spent(&self) -> f64 {
         let wall = self.wall.map_or(0.0, |w| self.started.elapsed().as_secs_f64() / w.as_secs_f64().max(1e-9));
         let cpu = self.cpu.map_or(0.0, |c| c.spent());
-        wall.max(cpu).min(1.0)
+        let evals = self.evals.map_or(0.0, |limit| self.evals_done() as f64 / limit as f64);
+        wall.max(cpu).max(evals).min(1.0)
     }
+}
+
+/// The machine a run ran on: its minutes mean nothing without it (machines here differ about
+/// 3.5× in speed from one session to the next).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Machine {
+    /// The CPU's model name (`/proc/cpuinfo`), or `unknown`.
+    pub cpu: String,
+    /// Cores this process may use.
+    pub cores: usize,
+    /// The 1-, 5- and 15-minute load averages when the run ended.
+    pub load_average: Option<[f64; 3]>,
+}
+
+impl Machine {
+    pub fn this() -> Machine {
+        Machine { cpu: cpu_model(), cores: koma_base::cpu::cores(), load_average: load_average() }
+    }
+}
+
+/// The CPU's model name from `/proc/cpuinfo` (`unknown` where there is none).
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| parse_cpu_model(&text))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The first `model name` line's value (x86), else `Model` (ARM boards), else `CPU part`.
+fn parse_cpu_model(cpuinfo: &str) -> Option<String> {
+    ["model name", "Model", "CPU part"].iter().find_map(|key| {
+        cpuinfo.lines().find_map(|line| {
+            let (name, value) = line.split_once(':')?;
+            (name.trim() == *key && !value.trim().is_empty()).then(|| value.trim().to_string())
+        })
+    })
 }
 
 #[cfg(test)]
@@ -147,13 +217,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_time_budget_is_spent_by_its_nearest_limit() {
+    fn a_budget_is_spent_by_its_nearest_limit() {
         use koma_train::BudgetClock;
-        let none = TimeBudget::new(0.0, 0.0);
+        let none = RunBudget::new(0.0, 0.0, 0, 0);
         assert!(!none.is_limited() && !none.wall_exhausted() && !none.cpu_exhausted());
         assert_eq!(none.spent(), 0.0);
         // 3 s of wall clock, an hour of CPU: the wall clock ends it.
-        let budget = TimeBudget::new(0.05, 60.0);
+        let budget = RunBudget::new(0.05, 60.0, 0, 0);
         assert!(budget.is_limited() && !budget.wall_exhausted());
         let early = budget.spent();
         assert!((0.0..1.0).contains(&early), "{early}");
@@ -161,13 +231,33 @@ mod tests {
         assert!(budget.wall_exhausted() && !budget.cpu_exhausted());
         assert_eq!(budget.spent(), 1.0);
         // CPU time alone: spinning spends it.
-        let cpu = TimeBudget::new(0.0, 0.0005);
+        let cpu = RunBudget::new(0.0, 0.0005, 0, 0);
         let spin = Instant::now();
         while !cpu.cpu_exhausted() && spin.elapsed() < Duration::from_secs(10) {
             std::hint::black_box((0..1000u64).sum::<u64>());
         }
         assert!(cpu.cpu_exhausted() && !cpu.wall_exhausted());
         assert_eq!(cpu.spent(), 1.0);
+        // Evaluations: the whole run's, earlier processes' included; self-play's running totals
+        // are never counted backwards by a late report.
+        let evals = RunBudget::new(0.0, 0.0, 1000, 100);
+        assert!(evals.is_limited() && !evals.evals_exhausted());
+        evals.count_evals(150);
+        evals.count_evals(100);
+        assert_eq!((evals.evals_here(), evals.evals_done()), (150, 250));
+        assert_eq!(evals.spent(), 0.25);
+        evals.count_evals(900);
+        assert!(evals.evals_exhausted() && !evals.wall_exhausted() && !evals.cpu_exhausted());
+        assert_eq!(evals.spent(), 1.0);
+    }
+
+    #[test]
+    fn cpu_models_are_read_from_cpuinfo() {
+        let x86 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 1\nmodel name\t: AMD EPYC 7B13\n";
+        assert_eq!(parse_cpu_model(x86).as_deref(), Some("AMD EPYC 7B13"));
+        assert_eq!(parse_cpu_model("processor : 0\nModel : Raspberry Pi 4\n").as_deref(), Some("Raspberry Pi 4"));
+        assert_eq!(parse_cpu_model("garbage"), None);
+        assert!(!cpu_model().is_empty());
     }
 
     #[test]

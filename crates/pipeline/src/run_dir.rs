@@ -185,6 +185,31 @@ impl RunDir {
         self.current_file().is_file()
     }
 
+    /// `evals.json`: the positions the pipeline's self-play has evaluated over the whole run, all
+    /// its processes together (the unit of `[run] evals`).
+    pub fn evals_file(&self) -> PathBuf {
+        self.root.join("evals.json")
+    }
+
+    /// The run's evaluations so far (0 before the first count is saved).
+    pub fn evals(&self) -> Result<u64> {
+        let file = self.evals_file();
+        match std::fs::read_to_string(&file) {
+            Ok(text) => serde_json::from_str::<EvalCount>(&text)
+                .map(|c| c.evals)
+                .map_err(|e| PipelineError::Run { path: file, message: format!("not an evaluation count: {e}") }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(io(file)(e)),
+        }
+    }
+
+    /// Saves the run's evaluation count (durably: a budget must not be spent twice after a crash).
+    pub fn set_evals(&self, evals: u64) -> Result<()> {
+        let text = serde_json::to_string(&EvalCount { evals }).expect("serialisable");
+        koma_base::durable::write(&self.evals_file(), text.as_bytes())?;
+        Ok(())
+    }
+
     /// `finished.json`: written when the trainer reaches the run's step limit. Self-play processes
     /// following the run (`koma selfplay --run --follow`, Slurm array tasks) end when they see it.
     pub fn finished_file(&self) -> PathBuf {
@@ -269,9 +294,27 @@ pub fn copy_checkpoint(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
+/// `evals.json`.
+#[derive(Serialize, Deserialize)]
+struct EvalCount {
+    evals: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_evaluation_count_reads_back_and_a_bad_file_is_named() {
+        let tmp = tempfile::tempdir().unwrap();
+        let run = RunDir::new(tmp.path());
+        assert_eq!(run.evals().unwrap(), 0, "no count yet");
+        run.set_evals(123_456_789_012).unwrap();
+        assert_eq!(run.evals().unwrap(), 123_456_789_012);
+        std::fs::write(run.evals_file(), "{\"evals\": -3}").unwrap();
+        let e = run.evals().unwrap_err().to_string();
+        assert!(e.contains("evals.json") && e.contains("not an evaluation count"), "{e}");
+    }
 
     fn touch_model(run: &RunDir, step: u64, sidecar: bool) -> ModelRef {
         let path = run.models_dir().join(checkpoint::file_name(step));

@@ -166,20 +166,25 @@ pub fn run(
             })
             .collect();
         let mut last = std::time::Instant::now();
+        let mut report = || {
+            let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            on_progress(&Progress {
+                stats,
+                moves: shared.moves.load(Ordering::Relaxed),
+                inference: inference(),
+                seconds: started.elapsed().as_secs_f64(),
+                model: devices[0].slot.get().1,
+            });
+        };
         while handles.iter().any(|h| !h.is_finished()) {
             std::thread::sleep(Duration::from_millis(50));
             if last.elapsed() >= every {
                 last = std::time::Instant::now();
-                let stats = shared.stats.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                on_progress(&Progress {
-                    stats,
-                    moves: shared.moves.load(Ordering::Relaxed),
-                    inference: inference(),
-                    seconds: started.elapsed().as_secs_f64(),
-                    model: devices[0].slot.get().1,
-                });
+                report();
             }
         }
+        // The totals at the end, which budgets counted in evaluations need whole.
+        report();
         // Joined here, so that a panicking worker is an error of this run and not a panic of the
         // scope.
         let mut first_error = None;

@@ -67,7 +67,7 @@ impl Position {
         list.clear();
         let us = self.side_to_move();
         let checkers = self.checkers();
-        self.generate_king_moves(list);
+        self.generate_king_moves(list, !self.pieces_of(us));
         if checkers.is_empty() {
             self.generate_piece_moves(list, !self.pieces_of(us), Bitboard::ALL);
             self.generate_drops(list, !self.occupied());
@@ -79,10 +79,24 @@ impl Position {
         }
     }
 
+    /// Fills `list` with the legal captures of the side to move, promoting or not, for the
+    /// quiescence search of a material player. Out of check only: in check every evasion
+    /// matters, captures or not, so this yields all legal moves there.
+    pub fn generate_captures(&self, list: &mut MoveList) {
+        if self.in_check() {
+            self.generate_legal(list);
+            return;
+        }
+        list.clear();
+        let them = self.pieces_of(!self.side_to_move());
+        self.generate_king_moves(list, them);
+        self.generate_piece_moves(list, them, Bitboard::ALL);
+    }
+
     /// Whether the side to move has any legal move (false means it has lost).
     pub fn has_legal_move(&self) -> bool {
         let mut list = MoveList::new();
-        self.generate_king_moves(&mut list);
+        self.generate_king_moves(&mut list, !self.pieces_of(self.side_to_move()));
         if !list.is_empty() {
             return true;
         }
@@ -90,11 +104,12 @@ impl Position {
         !list.is_empty()
     }
 
-    fn generate_king_moves(&self, list: &mut MoveList) {
+    /// King moves onto `target` squares (never onto its own pieces) that leave it unattacked.
+    fn generate_king_moves(&self, list: &mut MoveList, target: Bitboard) {
         let us = self.side_to_move();
         let ksq = self.king_square(us);
         let occ = self.occupied().without(ksq);
-        for to in attacks::king_attacks(ksq) & !self.pieces_of(us) {
+        for to in attacks::king_attacks(ksq) & target & !self.pieces_of(us) {
             if !self.is_attacked_by(!us, to, occ) {
                 list.push(Move::board(ksq, to, false));
             }
@@ -224,7 +239,7 @@ impl Position {
             // Moves that uncover a check from squares that do not check directly.
             self.generate_piece_moves(&mut list, !near & !self.pieces_of(us), discoverers);
             if discoverers.contains(self.king_square(us)) {
-                self.generate_king_moves(&mut list);
+                self.generate_king_moves(&mut list, !self.pieces_of(us));
             }
             self.generate_drops(&mut list, near & !occ);
         }

@@ -1,6 +1,6 @@
 //! Property tests over random games: do/undo restores the position and its hash exactly, the
 //! incremental hash equals a from-scratch hash, the board hash leaves the hands out, SFEN round-trips, and the single-move legality
-//! check agrees with the move generator, and the left–right reflection is a symmetry of the rules
+//! check agrees with the move generator, the capture generator gives exactly the legal captures, and the left–right reflection is a symmetry of the rules
 //! (mirrored legal moves, check, status and mate in one).
 
 use koma_shogi::{Color, Handicap, Move, Position};
@@ -88,6 +88,15 @@ fn check_position(pos: &mut Position, rng: &mut Rng) {
     checks.sort();
     expected.sort();
     assert_eq!(checks, expected, "checking_moves in {sfen}");
+    // The capture generator gives exactly the legal captures out of check, every legal move in it.
+    let mut captures = koma_shogi::MoveList::new();
+    pos.generate_captures(&mut captures);
+    let mut captures: Vec<Move> = captures.iter().copied().collect();
+    let mut expected: Vec<Move> =
+        moves.iter().copied().filter(|&m| pos.in_check() || (!m.is_drop() && pos.piece_at(m.to()).is_some())).collect();
+    captures.sort();
+    expected.sort();
+    assert_eq!(captures, expected, "generate_captures in {sfen}");
     // The mate-in-one filter: exactly whether the checked king has a move of its own.
     for &m in &checks {
         let escapes = pos.king_escapes_after(m);

@@ -17,7 +17,9 @@ use koma_arena::spec::{parse_option, parse_player, PlayerKind, PlayerSpec};
 use koma_arena::stats::Sprt;
 use koma_arena::tournament::{pairings, run_tournament, Entrant, Format, Tournament};
 use koma_arena::usi_client::{GoLimit, UsiEngine, UsiEngineConfig};
-use koma_pipeline::players::{checkpoint_factory, reference_factory, split_budget, PlayRoot, PlaySearch};
+use koma_pipeline::players::{
+    checkpoint_factory, reference_factory, split_budget, PlayRoot, PlaySearch, PlayerNameError,
+};
 use koma_shogi::rules::{GameRules, ImpasseRule, MaxMovesRule};
 use koma_shogi::{Handicap, OpeningSuite};
 
@@ -67,8 +69,8 @@ impl clap::Args for PlayerList {
                 .action(ArgAction::Append)
                 .required(true)
                 .value_name("SPEC")
-                .help("A player (twice for a match, more with --round-robin or --gauntlet): random, greedy, mcts-material[@BUDGET], a checkpoint PATH.safetensors[@BUDGET], usi:PATH [ARGS…] for a USI engine, or file:PLAYER.toml")
-                .long_help("A player (twice for a match, more with --round-robin or --gauntlet): `random`, `greedy`, `mcts-material[@BUDGET]`, a checkpoint `models/model-00001000.safetensors[@BUDGET]`, `usi:PATH [ARGS…]` for a USI engine (a path with spaces is given whole, or quoted: no shell is involved), or a player file `file:PLAYER.toml` (engine path, args, options, name and time control; docs/arena.md). BUDGET is simulations per move (`@800`) or milliseconds per move (`@500ms`)."),
+                .help("A player (twice for a match, more with --round-robin or --gauntlet): random, greedy, mcts-material[@BUDGET], alphabeta@DEPTH, a checkpoint PATH.safetensors[@BUDGET], usi:PATH [ARGS…] for a USI engine, or file:PLAYER.toml")
+                .long_help("A player (twice for a match, more with --round-robin or --gauntlet): `random`, `greedy`, `mcts-material[@BUDGET]`, `alphabeta@DEPTH` (a material alpha-beta search of DEPTH plies, 1 to 4, with quiescence), a checkpoint `models/model-00001000.safetensors[@BUDGET]`, `usi:PATH [ARGS…]` for a USI engine (a path with spaces is given whole, or quoted: no shell is involved), or a player file `file:PLAYER.toml` (engine path, args, options, name and time control; docs/arena.md). BUDGET is simulations per move (`@800`) or milliseconds per move (`@500ms`)."),
         )
         .arg(
             Arg::new("option")
@@ -229,13 +231,17 @@ fn factory(spec: &PlayerSpec, args: &Args, engine_time: TimeControl, rules: Game
 }
 
 fn builtin_factory(spec: &str, args: &Args, rules: GameRules) -> Result<PlayerFactory> {
-    if let Ok(reference) = reference_factory(spec, args.simulations, rules) {
-        return Ok(reference);
+    match reference_factory(spec, args.simulations, rules) {
+        Ok(reference) => return Ok(reference),
+        Err(PlayerNameError::NotReference(_)) => {}
+        Err(error @ PlayerNameError::Depth { .. }) => return Err(error.into()),
+        // Not a reference's budget: perhaps a checkpoint's, read again below.
+        Err(PlayerNameError::Budget { .. }) => {}
     }
     let (path, budget) = split_budget(spec, args.simulations)?;
     let path = PathBuf::from(path);
     if !path.exists() {
-        bail!("player {spec:?}: not random, greedy, mcts-material, usi:…, file:….toml or an existing checkpoint");
+        bail!("player {spec:?}: not random, greedy, mcts-material, alphabeta@D, usi:…, file:….toml or an existing checkpoint");
     }
     let search = PlaySearch { root: args.root, leaves: usize::from(args.leaves) };
     checkpoint_factory(&path, budget, search, rules, &args.run.options()?)

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossbeam::channel::unbounded;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use koma_pipeline::experiment::{self, ExperimentEvent, ExperimentOptions, ExperimentReport, Outcome, SpecOverrides};
+use koma_pipeline::experiment::{
+    self, BudgetKind, ExperimentEvent, ExperimentOptions, ExperimentReport, Outcome, SpecOverrides,
+};
 
 use super::pipeline::{drain, duration, LiveStatus};
 use super::plot;
@@ -32,12 +34,16 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     spec: Option<PathBuf>,
     /// Budget of each variant in wall-clock minutes.
-    #[arg(long, conflicts_with = "cpu_minutes")]
+    #[arg(long, conflicts_with_all = ["cpu_minutes", "evals"])]
     minutes: Option<f64>,
     /// Budget of each variant in minutes of process CPU time (user + system, all threads): equal
     /// compute even when the machine's load changes between variants.
-    #[arg(long, value_name = "MINUTES")]
+    #[arg(long, value_name = "MINUTES", conflicts_with = "evals")]
     cpu_minutes: Option<f64>,
+    /// Budget of each variant in positions its self-play evaluates with the network: the same
+    /// work on any machine (`koma pipeline --evals`).
+    #[arg(long)]
+    evals: Option<u64>,
     /// Games per pairing of the round robin (colour-swapped pairs over the openings) [default: 32].
     #[arg(long)]
     games: Option<usize>,
@@ -103,13 +109,15 @@ struct Status {
     started: Instant,
     dir: PathBuf,
     variants: usize,
+    /// How the budget is counted (the progress shows time, or evaluations).
+    kind: BudgetKind,
     phase: String,
     plain: bool,
     last_plain: Instant,
 }
 
 impl Status {
-    fn new(dir: &std::path::Path, variants: usize) -> Status {
+    fn new(dir: &std::path::Path, variants: usize, kind: BudgetKind) -> Status {
         let plain = !std::io::stderr().is_terminal();
         let bars = MultiProgress::with_draw_target(if plain {
             ProgressDrawTarget::hidden()
@@ -138,6 +146,7 @@ impl Status {
             matches,
             started: Instant::now(),
             dir: dir.to_path_buf(),
+            kind,
             variants,
             phase: "starting".into(),
             plain,
@@ -150,6 +159,14 @@ impl Status {
         tracing::info!("{text}");
         if !self.plain {
             let _ = self.bars.println(text);
+        }
+    }
+
+    /// Budget used or given: a duration, or evaluations.
+    fn amount(&self, units: f64) -> String {
+        match self.kind {
+            BudgetKind::Evals => format!("{} evals", experiment::evals_text(units)),
+            _ => duration(units),
         }
     }
 
@@ -167,8 +184,8 @@ impl Status {
                 let step = step.map(|s| format!(" · step {s}")).unwrap_or_default();
                 self.training.set_message(format!(
                     "{name}: {} of {} · wall {} · CPU {}{step}",
-                    duration(used),
-                    duration(budget),
+                    self.amount(used),
+                    self.amount(budget),
                     duration(wall),
                     duration(cpu)
                 ));
@@ -176,8 +193,8 @@ impl Status {
             ExperimentEvent::VariantEnded { name, reason, used, budget } => {
                 self.line(format!(
                     "variant {name}: stopped ({reason}) after {} of {}",
-                    duration(used),
-                    duration(budget)
+                    self.amount(used),
+                    self.amount(budget)
                 ));
             }
             ExperimentEvent::Match { label, index, count, played, games, done, total } => {
@@ -226,11 +243,10 @@ impl LiveStatus<ExperimentEvent> for Status {
 
 fn print_summary(r: &ExperimentReport, report_md: &std::path::Path, plot: &Result<PathBuf, String>) {
     println!(
-        "koma experiment: {} — {} variants, {} {} minutes each; round robin at {} simulations, {} games per pairing ({} = 0 Elo)",
+        "koma experiment: {} — {} variants, {} each; round robin at {} simulations, {} games per pairing ({} = 0 Elo)",
         r.directory,
         r.variants.len(),
-        r.budget_minutes,
-        r.budget_kind.label(),
+        r.budget_kind.describe(r.budget),
         r.simulations,
         r.games_per_pairing,
         r.anchor
@@ -267,6 +283,7 @@ pub fn run(args: Args) -> Result<()> {
     let overrides = SpecOverrides {
         minutes: args.minutes,
         cpu_minutes: args.cpu_minutes,
+        evals: args.evals,
         games: args.games,
         simulations: args.simulations,
         openings: args.openings.clone(),
@@ -297,7 +314,7 @@ pub fn run(args: Args) -> Result<()> {
         prepared.dir.root.display(),
         options.command_line
     );
-    let mut status = Status::new(&prepared.dir.root, prepared.variants.len());
+    let mut status = Status::new(&prepared.dir.root, prepared.variants.len(), prepared.spec.budget().0);
     logging::quiet_stderr(!status.plain);
     let (sender, events) = unbounded();
     let result = std::thread::scope(|scope| {

@@ -39,6 +39,12 @@ pub struct Args {
     /// Stop when the trainer reaches this step (overrides [run] steps; 0: no limit).
     #[arg(long)]
     steps: Option<u64>,
+    /// Stop once self-play has evaluated this many positions with the network (overrides [run]
+    /// evals; 0: no limit): the same work on any machine, where minutes are not. The summary
+    /// gives the machine and its evals/s, so a run of N minutes here can be replayed elsewhere as
+    /// --evals (N · 60 · evals/s).
+    #[arg(long)]
+    evals: Option<u64>,
     /// Devices for this process, overriding [run] device (not saved in the run's config): cpu,
     /// cuda:N, a list (cuda:0,cuda:1) or cuda:all.
     #[arg(long)]
@@ -49,7 +55,7 @@ pub struct Args {
     model_zero: Option<PathBuf>,
     /// Only create the run (its config.toml and model 0; with --resume, check it) and exit: for
     /// stages started as separate processes or cluster jobs (docs/cluster.md).
-    #[arg(long, conflicts_with_all = ["minutes", "cpu_minutes", "steps", "no_report"])]
+    #[arg(long, conflicts_with_all = ["minutes", "cpu_minutes", "steps", "evals", "no_report"])]
     prepare: bool,
     /// Skip the end-of-run arena report (the plots of the losses are still drawn).
     #[arg(long)]
@@ -287,6 +293,7 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     let reason = match s.stop_reason {
         StopReason::TimeLimit => "time limit reached",
         StopReason::CpuLimit => "CPU time limit reached",
+        StopReason::EvalLimit => "evaluation budget reached",
         StopReason::StepsReached => "step count reached",
         StopReason::Interrupted => "interrupted",
     };
@@ -296,6 +303,12 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
         if s.resumed { "resumed, stopped" } else { "stopped" },
         duration(s.seconds),
         duration(s.cpu_seconds)
+    );
+    let load =
+        s.machine.load_average.map_or(String::new(), |l| format!(", load average {:.2} {:.2} {:.2}", l[0], l[1], l[2]));
+    println!(
+        "machine: {} ({} cores{load}); {} evaluations, {:.0} evals/s (replay this work elsewhere with --evals {})",
+        s.machine.cpu, s.machine.cores, s.evals, s.evals_per_second, s.evals
     );
     let sp = &s.selfplay;
     let st = &sp.stats;
@@ -403,6 +416,7 @@ pub fn run(args: Args) -> Result<()> {
         minutes: args.minutes,
         cpu_minutes: args.cpu_minutes,
         steps: args.steps,
+        evals: args.evals,
         device: args.device.clone(),
         model_zero: args.model_zero.clone(),
         stop,

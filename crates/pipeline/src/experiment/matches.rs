@@ -54,16 +54,19 @@ pub fn player_name(c: &Contestant, simulations: u32) -> String {
     }
 }
 
-/// Time of a checkpoint in the budget's kind, in minutes.
-pub fn minutes(c: &CheckpointTime, kind: BudgetKind) -> f64 {
+/// Where a checkpoint lies on the budget's axis: minutes of its kind, or millions of
+/// evaluations.
+pub fn position(c: &CheckpointTime, kind: BudgetKind) -> f64 {
     match kind {
         BudgetKind::Wall => c.wall_seconds / 60.0,
         BudgetKind::Cpu => c.cpu_seconds / 60.0,
+        BudgetKind::Evals => c.evals as f64 / 1e6,
     }
 }
 
-/// Up to `n` intermediate checkpoints (neither model 0 nor the final one) closest to the times
-/// total·k/(n+1), k = 1..n: evenly spaced in training time, whatever speed the variant trained at.
+/// Up to `n` intermediate checkpoints (neither model 0 nor the final one) closest to the points
+/// total·k/(n+1), k = 1..n, of the budget's axis: evenly spaced in training time (or work),
+/// whatever speed the variant trained at.
 pub fn curve_checkpoints(state: &VariantState, kind: BudgetKind, n: usize) -> Vec<CheckpointTime> {
     let Some(final_step) = state.final_step else { return Vec::new() };
     let inner: Vec<&CheckpointTime> = state.checkpoints.iter().filter(|c| c.step != 0 && c.step < final_step).collect();
@@ -71,13 +74,13 @@ pub fn curve_checkpoints(state: &VariantState, kind: BudgetKind, n: usize) -> Ve
         return Vec::new();
     }
     let total =
-        minutes(state.checkpoints.iter().find(|c| c.step == final_step).unwrap_or(inner[inner.len() - 1]), kind);
+        position(state.checkpoints.iter().find(|c| c.step == final_step).unwrap_or(inner[inner.len() - 1]), kind);
     let mut picked: Vec<CheckpointTime> = Vec::new();
     for k in 1..=n {
         let target = total * k as f64 / (n + 1) as f64;
         let best = inner
             .iter()
-            .min_by(|a, b| (minutes(a, kind) - target).abs().total_cmp(&(minutes(b, kind) - target).abs()))
+            .min_by(|a, b| (position(a, kind) - target).abs().total_cmp(&(position(b, kind) - target).abs()))
             .expect("not empty");
         if !picked.iter().any(|p| p.step == best.step) {
             picked.push((*best).clone());
@@ -230,7 +233,12 @@ mod tests {
         VariantState {
             checkpoints: points
                 .iter()
-                .map(|&(step, m)| CheckpointTime { step, wall_seconds: m * 30.0, cpu_seconds: m * 60.0 })
+                .map(|&(step, m)| CheckpointTime {
+                    step,
+                    wall_seconds: m * 30.0,
+                    cpu_seconds: m * 60.0,
+                    evals: (m * 1e6) as u64,
+                })
                 .collect(),
             final_step: points.last().map(|p| p.0),
             finished: true,
@@ -247,6 +255,9 @@ mod tests {
         assert_eq!(picked, vec![200, 300, 400, 500]);
         let picked: Vec<u64> = curve_checkpoints(&s, BudgetKind::Cpu, 1).iter().map(|c| c.step).collect();
         assert_eq!(picked, vec![300]);
+        // In evaluations (a million per minute here) the same.
+        let picked: Vec<u64> = curve_checkpoints(&s, BudgetKind::Evals, 4).iter().map(|c| c.step).collect();
+        assert_eq!(picked, vec![200, 300, 400, 500]);
         // Never model 0 or the final model; fewer when there are fewer.
         let s = timeline(&[(0, 0.0), (100, 1.0), (200, 2.0)]);
         assert_eq!(curve_checkpoints(&s, BudgetKind::Wall, 4).iter().map(|c| c.step).collect::<Vec<_>>(), vec![100]);

@@ -40,7 +40,7 @@ use crate::error::{io, PipelineError, Result};
 use crate::evaluation::MatchRunner;
 use crate::run_dir::RunDir;
 pub use report::ExperimentReport;
-pub use spec::{BudgetKind, ExperimentSpec, SpecOverrides, Variant, VariantSpec};
+pub use spec::{evals_text, BudgetKind, ExperimentSpec, SpecOverrides, Variant, VariantSpec};
 use state::ExperimentState;
 
 /// The files of an experiment directory.

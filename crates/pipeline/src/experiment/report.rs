@@ -10,7 +10,7 @@ use koma_arena::ratings::{fit, read_results, GameOutcome, Rating};
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::experiment::matches::{curve_checkpoints, minutes, model_player, player_name};
+use crate::experiment::matches::{curve_checkpoints, model_player, player_name, position};
 use crate::experiment::replicates::{summarize, ReplicateSummary};
 use crate::experiment::spec::{BudgetKind, ExperimentSpec, Variant, ANCHOR};
 use crate::experiment::state::ExperimentState;
@@ -36,6 +36,9 @@ pub struct VariantRow {
     pub trainer_steps: u64,
     pub cpu_minutes: f64,
     pub wall_minutes: f64,
+    /// Positions its self-play evaluated.
+    #[serde(default)]
+    pub evals: u64,
     /// Load averages (1, 5, 15 minutes) when its first pipeline started and its last ended.
     pub load_start: Option<[f64; 3]>,
     pub load_end: Option<[f64; 3]>,
@@ -64,8 +67,10 @@ impl From<Rating> for PlayerRating {
 pub struct CurvePoint {
     pub player: String,
     pub step: u64,
-    /// Training time when the checkpoint appeared, in minutes of the budget's kind.
-    pub minutes: f64,
+    /// Where the checkpoint appeared on the budget's axis: minutes of its kind, or millions of
+    /// self-play evaluations.
+    #[serde(alias = "minutes")]
+    pub at: f64,
     pub elo: f64,
     pub margin: f64,
 }
@@ -96,7 +101,9 @@ pub struct ConfigDifference {
 pub struct ExperimentReport {
     pub directory: String,
     pub budget_kind: BudgetKind,
-    pub budget_minutes: f64,
+    /// Per variant: minutes of its kind, or evaluations.
+    #[serde(alias = "budget_minutes")]
+    pub budget: f64,
     /// The player at 0 Elo.
     pub anchor: String,
     pub simulations: u32,
@@ -105,7 +112,8 @@ pub struct ExperimentReport {
     pub variants: Vec<VariantRow>,
     /// Every player of the round robin (references included), best first.
     pub ratings: Vec<PlayerRating>,
-    /// The axis of the curves: `CPU minutes` or `wall-clock minutes`.
+    /// The axis of the curves: `CPU minutes`, `wall-clock minutes` or `million self-play
+    /// evaluations`.
     pub x_axis: String,
     pub curves: Vec<Curve>,
     /// Ratings of the reference players in the fit of the curves (horizontal lines on the plot).
@@ -233,6 +241,7 @@ pub fn build(
             trainer_steps: s.final_step.unwrap_or(0),
             cpu_minutes: s.cpu_seconds() / 60.0,
             wall_minutes: s.wall_seconds() / 60.0,
+            evals: s.evals,
             load_start: s.segments.first().and_then(|g| g.load_start),
             load_end: s.segments.last().and_then(|g| g.load_end),
             segments: s.segments.len(),
@@ -242,7 +251,7 @@ pub fn build(
         if let Some(m0) = model_zero.iter().find(|m| m.variants.contains(&v.name)) {
             let p = player_name(&model_player(dir.root.join(&m0.file)), sims);
             if let Some(r) = find(&curve_ratings, &p) {
-                points.push(CurvePoint { player: p, step: 0, minutes: 0.0, elo: r.elo, margin: r.margin });
+                points.push(CurvePoint { player: p, step: 0, at: 0.0, elo: r.elo, margin: r.margin });
             }
         }
         for c in curve_checkpoints(&s, kind, spec.curve_points) {
@@ -251,7 +260,7 @@ pub fn build(
                 points.push(CurvePoint {
                     player: p,
                     step: c.step,
-                    minutes: minutes(&c, kind),
+                    at: position(&c, kind),
                     elo: r.elo,
                     margin: r.margin,
                 });
@@ -261,8 +270,9 @@ pub fn build(
             let at = match kind {
                 BudgetKind::Wall => s.wall_seconds() / 60.0,
                 BudgetKind::Cpu => s.cpu_seconds() / 60.0,
+                BudgetKind::Evals => s.evals as f64 / 1e6,
             };
-            points.push(CurvePoint { player: player.clone(), step, minutes: at, elo: r.elo, margin: r.margin });
+            points.push(CurvePoint { player: player.clone(), step, at, elo: r.elo, margin: r.margin });
         }
         curves.push(Curve { variant: v.name.clone(), points });
     }
@@ -298,14 +308,17 @@ pub fn build(
     let report = ExperimentReport {
         directory: dir.root.display().to_string(),
         budget_kind: kind,
-        budget_minutes: budget,
+        budget,
         anchor,
         simulations: sims,
         games_per_pairing: spec.games.div_ceil(2) * 2,
         openings: spec.openings.name().to_string(),
         variants: rows,
         ratings: ratings.into_iter().map(PlayerRating::from).collect(),
-        x_axis: format!("{} minutes", kind.label()),
+        x_axis: match kind {
+            BudgetKind::Evals => "million self-play evaluations".to_string(),
+            kind => format!("{} minutes", kind.label()),
+        },
         curves,
         curve_references,
         model_zero: model_zero.to_vec(),
@@ -327,17 +340,17 @@ fn load(l: Option<[f64; 3]>) -> String {
 pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) -> String {
     let mut md = String::new();
     let n = r.variants.len();
-    let kind = match r.budget_kind {
-        BudgetKind::Cpu => "minutes of process CPU time (user + system, all threads)",
-        BudgetKind::Wall => "wall-clock minutes",
+    let budget = match r.budget_kind {
+        BudgetKind::Cpu => format!("{} minutes of process CPU time (user + system, all threads)", r.budget),
+        BudgetKind::Wall => format!("{} wall-clock minutes", r.budget),
+        BudgetKind::Evals => format!("{} self-play evaluations", r.budget),
     };
     let _ = writeln!(md, "# Experiment `{}`\n", r.directory);
     let _ = writeln!(
         md,
-        "{n} variants, each trained by `koma pipeline` for {} {kind} on this machine, one after another; \
+        "{n} variants, each trained by `koma pipeline` for {budget} on this machine, one after another; \
          then a round robin of their final models and the reference players, {} games per pairing in \
          colour-swapped pairs over `{}`, {} simulations per move for every network.\n",
-        r.budget_minutes,
         r.games_per_pairing,
         if r.openings.is_empty() { "the start position" } else { &r.openings },
         r.simulations
@@ -438,14 +451,15 @@ pub fn markdown(r: &ExperimentReport, plot: std::result::Result<&Path, &str>) ->
     }
     let _ = writeln!(
         md,
-        "Each line is one variant: model 0 at 0, intermediate checkpoints evenly spaced in training time \
+        "Each line is one variant: model 0 at 0, intermediate checkpoints evenly spaced along the budget \
          (each played against `{}` and against model 0), and the final model, by the {} at which the \
          checkpoint appeared. Ratings from one fit over `results.jsonl` and `curve.jsonl`.\n",
         r.anchor, r.x_axis
     );
+    let unit = if r.budget_kind == BudgetKind::Evals { "M evals" } else { "min" };
     for c in &r.curves {
         let pts: Vec<String> =
-            c.points.iter().map(|p| format!("{:.1} min: {:+.0} ± {:.0}", p.minutes, p.elo, p.margin)).collect();
+            c.points.iter().map(|p| format!("{:.1} {unit}: {:+.0} ± {:.0}", p.at, p.elo, p.margin)).collect();
         let _ = writeln!(md, "- {}: {}", c.variant, if pts.is_empty() { "no points".into() } else { pts.join(" · ") });
     }
     let _ = writeln!(md, "\n## Model 0\n");

@@ -4,7 +4,7 @@
 //! into the experiment directory as `experiment.toml`, so one file reproduces the experiment.
 //!
 //! ```toml
-//! cpu_minutes = 10          # or minutes = 10 (wall clock); exactly one of the two
+//! cpu_minutes = 10          # or minutes = 10 (wall clock), or evals = 5000000; exactly one
 //! games = 32                # per pairing of the round robin
 //! [[variant]]
 //! name = "base"
@@ -49,6 +49,9 @@ pub struct ExperimentSpec {
     /// Budget per variant in minutes of process CPU time (user + system, all threads): fair even
     /// when the machine's load changes between variants.
     pub cpu_minutes: f64,
+    /// Budget per variant in positions its self-play evaluates with the network (`koma pipeline
+    /// --evals`): the same work on every machine, where minutes differ.
+    pub evals: u64,
     /// Games per pairing of the round robin (rounded up to colour-swapped pairs).
     pub games: usize,
     /// Simulations per move of every network player.
@@ -84,6 +87,7 @@ impl Default for ExperimentSpec {
         ExperimentSpec {
             minutes: 0.0,
             cpu_minutes: 0.0,
+            evals: 0,
             games: 32,
             simulations: 32,
             openings: OpeningSuite::builtin("balanced-8"),
@@ -104,6 +108,8 @@ impl Default for ExperimentSpec {
 pub enum BudgetKind {
     Wall,
     Cpu,
+    /// Self-play evaluations.
+    Evals,
 }
 
 impl BudgetKind {
@@ -111,7 +117,34 @@ impl BudgetKind {
         match self {
             BudgetKind::Wall => "wall-clock",
             BudgetKind::Cpu => "CPU",
+            BudgetKind::Evals => "evaluation",
         }
+    }
+
+    /// A budget of `amount` (minutes, or evaluations) in the unit a variant's use of it is
+    /// counted in: seconds, or evaluations.
+    pub fn units(self, amount: f64) -> f64 {
+        match self {
+            BudgetKind::Wall | BudgetKind::Cpu => amount * 60.0,
+            BudgetKind::Evals => amount,
+        }
+    }
+
+    /// `amount` of this budget for people: `10 CPU minutes`, `5.00 M evaluations`.
+    pub fn describe(self, amount: f64) -> String {
+        match self {
+            BudgetKind::Evals => format!("{} evaluations", evals_text(amount)),
+            kind => format!("{amount} {} minutes", kind.label()),
+        }
+    }
+}
+
+/// A count of evaluations for people: `4142`, `5.00 M`.
+pub fn evals_text(evals: f64) -> String {
+    if evals >= 1e6 {
+        format!("{:.2} M", evals / 1e6)
+    } else {
+        format!("{evals:.0}")
     }
 }
 
@@ -121,6 +154,7 @@ impl BudgetKind {
 pub struct SpecOverrides {
     pub minutes: Option<f64>,
     pub cpu_minutes: Option<f64>,
+    pub evals: Option<u64>,
     pub games: Option<usize>,
     pub simulations: Option<u32>,
     pub openings: Option<String>,
@@ -139,6 +173,7 @@ impl SpecOverrides {
     pub fn is_empty(&self) -> bool {
         self.minutes.is_none()
             && self.cpu_minutes.is_none()
+            && self.evals.is_none()
             && self.games.is_none()
             && self.simulations.is_none()
             && self.openings.is_none()
@@ -206,13 +241,11 @@ impl ExperimentSpec {
 
     /// This spec with the command line's settings applied. Variants come from one place only.
     pub fn with_overrides(mut self, o: &SpecOverrides) -> Result<ExperimentSpec> {
-        if let Some(m) = o.minutes {
-            self.minutes = m;
-            self.cpu_minutes = 0.0;
-        }
-        if let Some(m) = o.cpu_minutes {
-            self.cpu_minutes = m;
-            self.minutes = 0.0;
+        // A budget given on the command line replaces the file's, whatever its kind.
+        if o.minutes.is_some() || o.cpu_minutes.is_some() || o.evals.is_some() {
+            self.minutes = o.minutes.unwrap_or(0.0);
+            self.cpu_minutes = o.cpu_minutes.unwrap_or(0.0);
+            self.evals = o.evals.unwrap_or(0);
         }
         macro_rules! set {
             ($($field:ident),*) => { $(if let Some(v) = &o.$field { self.$field = v.clone(); })* };
@@ -236,8 +269,11 @@ impl ExperimentSpec {
         Ok(self)
     }
 
+    /// The budget's kind and amount (minutes, or evaluations).
     pub fn budget(&self) -> (BudgetKind, f64) {
-        if self.cpu_minutes > 0.0 {
+        if self.evals > 0 {
+            (BudgetKind::Evals, self.evals as f64)
+        } else if self.cpu_minutes > 0.0 {
             (BudgetKind::Cpu, self.cpu_minutes)
         } else {
             (BudgetKind::Wall, self.minutes)
@@ -262,15 +298,16 @@ impl ExperimentSpec {
         if budgets.iter().any(|m| !(m.is_finite() && *m >= 0.0)) {
             return Err(bad(origin, "the budget (minutes, cpu_minutes) must be a number of minutes ≥ 0"));
         }
-        match (self.minutes > 0.0, self.cpu_minutes > 0.0) {
-            (false, false) => {
+        match [self.minutes > 0.0, self.cpu_minutes > 0.0, self.evals > 0].iter().filter(|&&given| given).count() {
+            0 => {
                 return Err(bad(
                     origin,
-                    "no budget: give --minutes M (wall clock) or --cpu-minutes M (CPU time) per variant",
+                    "no budget: give --minutes M (wall clock), --cpu-minutes M (CPU time) or --evals N (self-play \
+                     evaluations) per variant",
                 ))
             }
-            (true, true) => return Err(bad(origin, "two budgets: give either minutes or cpu_minutes, not both")),
-            _ => {}
+            1 => {}
+            _ => return Err(bad(origin, "two budgets: give one of minutes, cpu_minutes and evals")),
         }
         if self.games == 0 {
             return Err(bad(origin, "games (per pairing) must be ≥ 1"));
@@ -542,7 +579,13 @@ mod tests {
         assert_eq!(s.load().unwrap().len(), 2);
         let mut both = s.clone();
         both.minutes = 1.0;
-        assert!(err(both).contains("not both"));
+        assert!(err(both).contains("two budgets"));
+        let mut evals = s.clone();
+        evals.evals = 1000;
+        assert!(err(evals.clone()).contains("two budgets"));
+        evals.cpu_minutes = 0.0;
+        assert_eq!(evals.budget(), (BudgetKind::Evals, 1000.0));
+        evals.load().unwrap();
         let mut r = s;
         r.references = vec!["stockfish".into()];
         assert!(err(r).contains("stockfish"));

@@ -48,6 +48,9 @@ pub struct CheckpointTime {
     pub step: u64,
     pub wall_seconds: f64,
     pub cpu_seconds: f64,
+    /// The run's self-play evaluations when it appeared (state files of before kept none).
+    #[serde(default)]
+    pub evals: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -56,6 +59,9 @@ pub struct VariantState {
     pub finished: bool,
     pub segments: Vec<Segment>,
     pub checkpoints: Vec<CheckpointTime>,
+    /// The run's self-play evaluations as last read from it (`evals.json`).
+    #[serde(default)]
+    pub evals: u64,
     /// The step of the model the round robin plays (set when finished).
     pub final_step: Option<u64>,
 }
@@ -69,22 +75,25 @@ impl VariantState {
         self.segments.iter().map(|s| s.cpu_seconds).sum()
     }
 
-    /// Budget used so far, in seconds of the budget's kind.
+    /// Budget used so far, in seconds of the budget's kind, or evaluations.
     pub fn used(&self, kind: BudgetKind) -> f64 {
         match kind {
             BudgetKind::Wall => self.wall_seconds(),
             BudgetKind::Cpu => self.cpu_seconds(),
+            BudgetKind::Evals => self.evals as f64,
         }
     }
 
-    /// Seconds of budget left (never negative).
-    pub fn remaining(&self, kind: BudgetKind, budget_minutes: f64) -> f64 {
-        (budget_minutes * 60.0 - self.used(kind)).max(0.0)
+    /// Budget left of `budget` (minutes, or evaluations), in the unit of [`Self::used`] (never
+    /// negative).
+    pub fn remaining(&self, kind: BudgetKind, budget: f64) -> f64 {
+        (kind.units(budget) - self.used(kind)).max(0.0)
     }
 
-    /// Whether another pipeline process should run: not finished and some budget left.
-    pub fn needs_training(&self, kind: BudgetKind, budget_minutes: f64) -> bool {
-        !self.finished && self.remaining(kind, budget_minutes) >= MIN_SEGMENT_SECONDS
+    /// Whether another pipeline process should run: not finished and some budget left (a second,
+    /// or an evaluation).
+    pub fn needs_training(&self, kind: BudgetKind, budget: f64) -> bool {
+        !self.finished && self.remaining(kind, budget) >= MIN_SEGMENT_SECONDS
     }
 
     /// Records a checkpoint seen for the first time, at the variant's time so far (None if
@@ -93,9 +102,9 @@ impl VariantState {
         if self.checkpoints.iter().any(|c| c.step == step) {
             return false;
         }
-        let (wall_seconds, cpu_seconds) =
-            if step == 0 { (0.0, 0.0) } else { (self.wall_seconds(), self.cpu_seconds()) };
-        self.checkpoints.push(CheckpointTime { step, wall_seconds, cpu_seconds });
+        let (wall_seconds, cpu_seconds, evals) =
+            if step == 0 { (0.0, 0.0, 0) } else { (self.wall_seconds(), self.cpu_seconds(), self.evals) };
+        self.checkpoints.push(CheckpointTime { step, wall_seconds, cpu_seconds, evals });
         self.checkpoints.sort_by_key(|c| c.step);
         true
     }
@@ -252,13 +261,21 @@ mod tests {
         v.segments[1].cpu_seconds = 29.5;
         assert!(!v.needs_training(BudgetKind::Cpu, 1.0), "under a second left");
         v.segments[1].cpu_seconds = 10.0;
+        // Evaluations: the run's count against the budget's.
+        v.evals = 4_000_000;
+        assert_eq!(v.remaining(BudgetKind::Evals, 5e6), 1e6);
+        assert!(v.needs_training(BudgetKind::Evals, 5e6));
+        assert!(!v.needs_training(BudgetKind::Evals, 4e6), "no evaluations left");
         v.finished = true;
         assert!(!v.needs_training(BudgetKind::Cpu, 1.0));
         // Checkpoints are timed when first seen; model 0 at zero.
         assert!(v.note_checkpoint(0));
         assert!(v.note_checkpoint(100));
         assert!(!v.note_checkpoint(100));
-        assert_eq!(v.checkpoints[1], CheckpointTime { step: 100, wall_seconds: 70.0, cpu_seconds: 40.0 });
+        assert_eq!(
+            v.checkpoints[1],
+            CheckpointTime { step: 100, wall_seconds: 70.0, cpu_seconds: 40.0, evals: 4_000_000 }
+        );
         assert_eq!(v.checkpoints[0].cpu_seconds, 0.0);
     }
 

@@ -10,27 +10,29 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{io, PipelineError, Result};
-use crate::experiment::spec::{BudgetKind, Variant};
+use crate::experiment::spec::{evals_text, BudgetKind, Variant};
 use crate::experiment::state::{Segment, VariantState};
 use crate::experiment::{Context, ExperimentEvent, Flow};
 use crate::resources::{child_exited, load_average, pid_alive, pid_cpu_seconds};
 use crate::run_dir::RunDir;
 
 /// Stop reasons of a pipeline that trained for its whole budget.
-const FINISHED: [&str; 3] = ["time_limit", "cpu_limit", "steps_reached"];
+const FINISHED: [&str; 4] = ["time_limit", "cpu_limit", "eval_limit", "steps_reached"];
 
 /// How long a pipeline left running by a killed experiment may take to stop.
 const LEFTOVER_WAIT: Duration = Duration::from_secs(300);
 
 /// The `koma pipeline` command for the next segment of a variant with `remaining` seconds of
-/// budget: a new run from the variant's config, or `--resume` of its run.
+/// budget, or `remaining` evaluations of `budget`: a new run from the variant's config, or
+/// `--resume` of its run. A pipeline counts evaluations over its whole run, so it is given the
+/// whole budget.
 pub fn pipeline_command(
     exe: &Path,
     variant_config: &Path,
     run: &Path,
     model_zero: &Path,
     resume: bool,
-    kind: BudgetKind,
+    (kind, budget): (BudgetKind, f64),
     remaining: f64,
 ) -> Vec<String> {
     let mut cmd = vec![exe.display().to_string(), "pipeline".into()];
@@ -43,11 +45,13 @@ pub fn pipeline_command(
     // Round up to the next hundredth of a second so that a small remainder never becomes 0
     // (no limit); the other limit is switched off, whatever the variant's config says.
     let minutes = format!("{:.6}", (remaining / 60.0 * 1e6).ceil() / 1e6);
-    let (wall, cpu) = match kind {
-        BudgetKind::Wall => (minutes, "0".to_string()),
-        BudgetKind::Cpu => ("0".to_string(), minutes),
+    let (wall, cpu, evals) = match kind {
+        BudgetKind::Wall => (minutes, "0".to_string(), "0".to_string()),
+        BudgetKind::Cpu => ("0".to_string(), minutes, "0".to_string()),
+        BudgetKind::Evals => ("0".to_string(), "0".to_string(), format!("{}", budget.ceil() as u64)),
     };
-    cmd.extend(["--minutes".into(), wall, "--cpu-minutes".into(), cpu, "--no-report".into(), "--json".into()]);
+    cmd.extend(["--minutes".into(), wall, "--cpu-minutes".into(), cpu, "--evals".into(), evals]);
+    cmd.extend(["--no-report".into(), "--json".into()]);
     cmd
 }
 
@@ -67,8 +71,10 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Notes the run's checkpoints not seen before (at the variant's time so far); true if any.
+/// Reads the run's evaluations, then notes its checkpoints not seen before (at the variant's
+/// time and evaluations so far); true if any.
 fn note_checkpoints(run: &RunDir, state: &mut VariantState) -> Result<bool> {
+    state.evals = state.evals.max(run.evals()?);
     let mut new = false;
     for m in run.models()? {
         new |= state.note_checkpoint(m.step);
@@ -148,7 +154,7 @@ pub fn train(ctx: &mut Context, index: usize, variant: &Variant, model_zero: &Pa
             &run.root,
             model_zero,
             run.exists(),
-            kind,
+            (kind, budget),
             remaining,
         );
         let flow = run_segment(ctx, index, variant, &run, command, remaining)?;
@@ -247,7 +253,7 @@ fn run_segment(
             ctx.send(ExperimentEvent::VariantProgress {
                 name: name.clone(),
                 used: state.used(kind),
-                budget: budget * 60.0,
+                budget: kind.units(budget),
                 wall: state.wall_seconds(),
                 cpu: state.cpu_seconds(),
                 step: state.checkpoints.last().map(|c| c.step),
@@ -278,13 +284,16 @@ fn run_segment(
     if reason.as_deref().is_some_and(|r| FINISHED.contains(&r)) {
         state.finished = true;
     }
+    let mut state = ctx.state.variant(name).clone();
+    note_checkpoints(run, &mut state)?;
+    *ctx.state.variant(name) = state;
     ctx.save()?;
     let used = ctx.state.variant(name).used(kind);
     ctx.send(ExperimentEvent::VariantEnded {
         name: name.clone(),
         reason: reason.clone().unwrap_or_else(|| "no summary".into()),
         used,
-        budget: budget * 60.0,
+        budget: kind.units(budget),
     });
     if signalled || ctx.stop.load(Ordering::SeqCst) {
         return Ok(Flow::Interrupted);
@@ -302,10 +311,23 @@ fn run_segment(
     if reason.as_deref() == Some("interrupted") {
         return Err(PipelineError::Stage {
             stage: "experiment",
-            message: format!("the pipeline of variant {name:?} was stopped from outside after {:.1} of {:.1} minutes; continue with --resume", used / 60.0, remaining / 60.0),
+            message: format!(
+                "the pipeline of variant {name:?} was stopped from outside after {} of the {} it had left; continue \
+                 with --resume",
+                spent(kind, used - (kind.units(budget) - remaining)),
+                spent(kind, remaining)
+            ),
         });
     }
     Ok(Flow::Continue)
+}
+
+/// Budget in the unit of [`VariantState::used`], for people.
+fn spent(kind: BudgetKind, units: f64) -> String {
+    match kind {
+        BudgetKind::Evals => format!("{} evaluations", evals_text(units)),
+        _ => format!("{:.1} minutes", units / 60.0),
+    }
 }
 
 #[cfg(test)]
@@ -320,13 +342,13 @@ mod tests {
             Path::new("E/runs/a"),
             Path::new("E/model0/m.safetensors"),
             false,
-            BudgetKind::Cpu,
+            (BudgetKind::Cpu, 10.0),
             90.0,
         );
         let text = c.join(" ");
         assert_eq!(
             text,
-            "/bin/koma pipeline --config E/configs/a.toml --run E/runs/a --model-zero E/model0/m.safetensors --minutes 0 --cpu-minutes 1.500000 --no-report --json"
+            "/bin/koma pipeline --config E/configs/a.toml --run E/runs/a --model-zero E/model0/m.safetensors --minutes 0 --cpu-minutes 1.500000 --evals 0 --no-report --json"
         );
         let c = pipeline_command(
             Path::new("koma"),
@@ -334,11 +356,22 @@ mod tests {
             Path::new("E/runs/a"),
             Path::new("m"),
             true,
-            BudgetKind::Wall,
+            (BudgetKind::Wall, 10.0),
             0.0001,
         );
         let text = c.join(" ");
         assert!(text.contains("pipeline --resume --run E/runs/a") && !text.contains("--config"), "{text}");
-        assert!(text.contains("--minutes 0.000002 --cpu-minutes 0"), "{text}");
+        assert!(text.contains("--minutes 0.000002 --cpu-minutes 0 --evals 0"), "{text}");
+        // Evaluations: the whole budget, which the pipeline counts over its whole run.
+        let c = pipeline_command(
+            Path::new("koma"),
+            Path::new("x"),
+            Path::new("E/runs/a"),
+            Path::new("m"),
+            true,
+            (BudgetKind::Evals, 5e6),
+            1.2e6,
+        );
+        assert!(c.join(" ").contains("--minutes 0 --cpu-minutes 0 --evals 5000000"), "{}", c.join(" "));
     }
 }
