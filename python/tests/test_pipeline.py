@@ -273,6 +273,13 @@ def test_an_evaluation_budget_ends_the_run_and_counts_across_resumes(koma_bin, t
     # Already spent: a resumed run stops at once.
     third = pipeline("--resume", "--evals", "3000")
     assert third["stop_reason"] == "eval_limit" and third["evals_total"] >= second["evals_total"]
+    # Every checkpoint the trainer wrote is placed by the run's evaluations when it appeared.
+    with open(os.path.join(run, "checkpoint-evals.jsonl")) as f:
+        notes = {n["step"]: n["evals"] for n in map(json.loads, f)}
+    steps = {int(m.split("-")[1].split(".")[0]) for m in models(run)} - {0}
+    assert steps and set(notes) == steps, (notes, steps)
+    evals = [notes[s] for s in sorted(notes)]
+    assert evals == sorted(evals) and evals[-1] <= third["evals_total"], notes
 
 
 def test_two_hosts_feed_one_trainer_and_a_second_trainer_is_refused(koma_bin, tmp_path, config):

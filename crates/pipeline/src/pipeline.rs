@@ -219,8 +219,14 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     let mut relay = || {
         let now = Instant::now();
         for event in stage_receiver.try_iter() {
-            if let Event::SelfPlay(progress) = &event {
-                budget.count_evals(progress.inference.positions);
+            match &event {
+                Event::SelfPlay(progress) => budget.count_evals(progress.inference.positions),
+                Event::Train(koma_train::Progress::Checkpoint { step, .. }) => {
+                    if let Err(e) = run.note_checkpoint_evals(*step, budget.evals_done()) {
+                        tracing::warn!("noting checkpoint {step}'s evaluations: {e}");
+                    }
+                }
+                _ => {}
             }
             let back = watchdog.as_mut().and_then(|w| w.observe(&event, now));
             let _ = events.send(event);

@@ -210,6 +210,43 @@ impl RunDir {
         Ok(())
     }
 
+    /// `checkpoint-evals.jsonl`: one line per checkpoint the pipeline's trainer wrote, with the
+    /// run's evaluations at that moment, so that a model can be placed on a curve of strength
+    /// against work (docs/benchmarks.md, the scaling curve).
+    pub fn checkpoint_evals_file(&self) -> PathBuf {
+        self.root.join("checkpoint-evals.jsonl")
+    }
+
+    /// Notes that checkpoint `step` was written when the run had `evals` evaluations. A line lost
+    /// to a crash only loses a point of the curve, so it is appended without a sync.
+    pub fn note_checkpoint_evals(&self, step: u64, evals: u64) -> Result<()> {
+        use std::io::Write;
+        let file = self.checkpoint_evals_file();
+        let line = serde_json::to_string(&CheckpointEvals { step, evals }).expect("serialisable") + "\n";
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+            .and_then(|mut f| f.write_all(line.as_bytes()))
+            .map_err(io(file))
+    }
+
+    /// The run's evaluations at each checkpoint noted so far (the first note of a step wins;
+    /// torn or foreign lines are skipped).
+    pub fn checkpoint_evals(&self) -> Result<std::collections::BTreeMap<u64, u64>> {
+        let file = self.checkpoint_evals_file();
+        let text = match std::fs::read_to_string(&file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+            Err(e) => return Err(io(file)(e)),
+        };
+        let mut out = std::collections::BTreeMap::new();
+        for note in text.lines().filter_map(|l| serde_json::from_str::<CheckpointEvals>(l).ok()) {
+            out.entry(note.step).or_insert(note.evals);
+        }
+        Ok(out)
+    }
+
     /// `finished.json`: written when the trainer reaches the run's step limit. Self-play processes
     /// following the run (`koma selfplay --run --follow`, Slurm array tasks) end when they see it.
     pub fn finished_file(&self) -> PathBuf {
@@ -300,6 +337,13 @@ struct EvalCount {
     evals: u64,
 }
 
+/// A line of `checkpoint-evals.jsonl`.
+#[derive(Serialize, Deserialize)]
+struct CheckpointEvals {
+    step: u64,
+    evals: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +358,18 @@ mod tests {
         std::fs::write(run.evals_file(), "{\"evals\": -3}").unwrap();
         let e = run.evals().unwrap_err().to_string();
         assert!(e.contains("evals.json") && e.contains("not an evaluation count"), "{e}");
+        // Checkpoints' evaluations: the first note of a step wins, a torn line is skipped.
+        assert!(run.checkpoint_evals().unwrap().is_empty());
+        run.note_checkpoint_evals(100, 5000).unwrap();
+        run.note_checkpoint_evals(200, 9000).unwrap();
+        run.note_checkpoint_evals(100, 7000).unwrap();
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(run.checkpoint_evals_file())
+            .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"step\": 300, \"ev"))
+            .unwrap();
+        let notes = run.checkpoint_evals().unwrap();
+        assert_eq!(notes.into_iter().collect::<Vec<_>>(), [(100, 5000), (200, 9000)]);
     }
 
     fn touch_model(run: &RunDir, step: u64, sidecar: bool) -> ModelRef {

@@ -79,6 +79,14 @@ fn note_checkpoints(run: &RunDir, state: &mut VariantState) -> Result<bool> {
     for m in run.models()? {
         new |= state.note_checkpoint(m.step);
     }
+    // The pipeline's own note of each checkpoint's evaluations is exact; the count read when it
+    // was seen lags by up to the 5 s between saves.
+    let exact = run.checkpoint_evals()?;
+    for c in &mut state.checkpoints {
+        if let Some(&evals) = exact.get(&c.step) {
+            c.evals = evals;
+        }
+    }
     Ok(new)
 }
 
