@@ -16,7 +16,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
 import torch
 
@@ -24,8 +23,10 @@ if __package__ in (None, ""):
     # Run as a plain script (e.g. `python export.py` from an unpacked copy): import the sibling
     # model.py directly.
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import durable  # type: ignore
     from model import FEATURES1_NUM, FEATURES2_NUM, ExportWrapper, load_checkpoint  # type: ignore
 else:
+    from . import durable
     from .model import FEATURES1_NUM, FEATURES2_NUM, ExportWrapper, load_checkpoint
 
 
@@ -33,10 +34,10 @@ def export_onnx(model_path: str, out_path: str, opset: int = 17, verify: bool = 
     model, meta = load_checkpoint(model_path)
     wrapper = ExportWrapper(model).eval()
     example = (torch.zeros(2, FEATURES1_NUM, 9, 9), torch.zeros(2, FEATURES2_NUM, 9, 9))
-    out_dir = os.path.dirname(os.path.abspath(out_path))
-    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".onnx", dir=out_dir)
-    os.close(fd)
-    try:
+    # Published durably: a staged file beside out_path, fsynced, renamed, the directory fsynced.
+    # The file gets the mode any new file gets here (0666 less the umask), as `cp` would give it:
+    # the model is for other users' engines too.
+    with durable.staged(out_path) as tmp:
         with torch.no_grad():
             torch.onnx.export(
                 wrapper,
@@ -60,15 +61,6 @@ def export_onnx(model_path: str, out_path: str, opset: int = 17, verify: bool = 
         summary = {"model": model_path, "out": out_path, "opset": opset, "step": meta.get("step")}
         if verify:
             summary["max_abs_diff"] = verify_onnx(wrapper, tmp)
-        # mkstemp made the file private (0600); the model is for other users' engines too, so it
-        # gets the mode any new file gets here (0666 less the umask), as `cp` would give it.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return summary
 
 

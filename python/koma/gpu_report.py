@@ -9,6 +9,14 @@ import csv
 import json
 import os
 import statistics
+import sys
+
+if __package__ in (None, ""):
+    # Run as a plain script (koma runs python/koma/*.py by path): import the sibling directly.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import durable  # type: ignore  # noqa: E402
+else:
+    from . import durable  # noqa: E402
 
 
 def last_json(path: str):
@@ -101,8 +109,7 @@ def main() -> None:
                           "command": command, "output": last_json(os.path.join(args.dir, f"{name}.json"))})
     report = {"dry_run": args.dry_run == "1", "steps": steps,
               "gpu": gpu_samples(os.path.join(args.dir, "nvidia-smi.csv"))}
-    with open(os.path.join(args.dir, "report.json"), "w") as f:
-        json.dump(report, f, indent=1)
+    durable.write_bytes(os.path.join(args.dir, "report.json"), json.dumps(report, indent=1).encode())
 
     md = ["# gpu-check report", ""]
     if report["dry_run"]:
@@ -128,8 +135,7 @@ def main() -> None:
         md += ["## GPU", "", f"{g['samples']} samples: utilisation mean {g['utilisation_mean']:.0f}%, "
                f"max {g['utilisation_max']:.0f}%; memory max {g['memory_mib_max']:.0f} MiB", ""]
     md += ["Commands:", "", "```sh"] + [s["command"] for s in steps] + ["```", ""]
-    with open(os.path.join(args.dir, "report.md"), "w") as f:
-        f.write("\n".join(md))
+    durable.write_bytes(os.path.join(args.dir, "report.md"), "\n".join(md).encode())
     failed = [s["name"] for s in steps if not s["ok"]]
     print(f"gpu-check: report in {args.dir}/report.md" + (f"; failed: {', '.join(failed)}" if failed else ""))
     raise SystemExit(1 if failed else 0)

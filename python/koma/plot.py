@@ -34,6 +34,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+if __package__ in (None, ""):
+    # Run as a plain script (koma runs python/koma/*.py by path): import the sibling directly.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import durable  # type: ignore  # noqa: E402
+else:
+    from . import durable  # noqa: E402
+
 
 def find_metrics(path: str) -> tuple[str, str]:
     """(metrics file, run directory) for a run dir, its train/ dir or the file itself."""
@@ -102,7 +109,7 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     ax.set_title(f"{title} loss".strip())
     fig.tight_layout()
     path = os.path.join(out_dir, "train-loss.png")
-    fig.savefig(path, dpi=100)
+    durable.savefig(fig, path, dpi=100)
     plt.close(fig)
     written.append(path)
 
@@ -120,7 +127,7 @@ def plot_training(records: list[dict], out_dir: str, title: str = "") -> list[st
     ax.set_title(f"{title} accuracy".strip())
     fig.tight_layout()
     path = os.path.join(out_dir, "train-accuracy.png")
-    fig.savefig(path, dpi=100)
+    durable.savefig(fig, path, dpi=100)
     plt.close(fig)
     written.append(path)
     return written
@@ -145,7 +152,7 @@ def plot_elo(ratings: list[dict], out_dir: str, title: str = "", path: str | Non
     ax.set_title(f"{title} Elo by training step (95% CI)".strip())
     fig.tight_layout()
     path = path or os.path.join(out_dir, "elo.png")
-    fig.savefig(path, dpi=100)
+    durable.savefig(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -171,7 +178,7 @@ def plot_experiment(report: dict, out_dir: str) -> str:
     ax.set_title(f"{os.path.basename(os.path.normpath(report.get('directory', '')))} Elo over training time (95% CI)".strip())
     fig.tight_layout()
     path = os.path.join(out_dir, "elo-over-time.png")
-    fig.savefig(path, dpi=100)
+    durable.savefig(fig, path, dpi=100)
     plt.close(fig)
     return path
 

@@ -19,6 +19,13 @@ import subprocess
 import sys
 import time
 
+if __package__ in (None, ""):
+    # Run as a plain script (koma runs python/koma/*.py by path): import the sibling directly.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import durable  # type: ignore  # noqa: E402
+else:
+    from . import durable  # noqa: E402
+
 
 def sample(pid: int) -> dict | None:
     """RSS and high-water mark (MiB), threads and open descriptors of `pid`, or None if gone."""
@@ -120,7 +127,7 @@ def plot(rows: list[dict], path: str, title: str) -> None:
     ax.legend(lines, labels, loc="lower right")
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    durable.savefig(fig, path, dpi=100)
     plt.close(fig)
 
 
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print("the command ended before the first sample", file=sys.stderr)
         return 1
-    with open(os.path.join(args.out, "soak.csv"), "w", newline="", encoding="utf-8") as f:
+    with durable.staged(os.path.join(args.out, "soak.csv")) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -186,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         summary += "\nverdict: PASS (within every bound given)"
     print(summary)
-    with open(os.path.join(args.out, "summary.txt"), "w", encoding="utf-8") as f:
-        f.write(summary + "\n")
+    durable.write_bytes(os.path.join(args.out, "summary.txt"), (summary + "\n").encode())
     plot(rows, os.path.join(args.out, "soak.png"), "koma soak: " + " ".join(os.path.basename(a) for a in args.command[:2]))
     print(f"wrote {os.path.join(args.out, 'soak.csv')} and soak.png")
     if proc.returncode not in (0, -2, 130):

@@ -14,6 +14,7 @@ const MODULES: &[(&str, &str)] = &[
     ("model.py", include_str!("../../../python/koma/model.py")),
     ("export.py", include_str!("../../../python/koma/export.py")),
     ("plot.py", include_str!("../../../python/koma/plot.py")),
+    ("durable.py", include_str!("../../../python/koma/durable.py")),
     ("bench_train.py", include_str!("../../../python/koma/bench_train.py")),
     ("cshogi_perft.py", include_str!("../../../python/koma/cshogi_perft.py")),
     ("cshogi_mate.py", include_str!("../../../python/koma/cshogi_mate.py")),

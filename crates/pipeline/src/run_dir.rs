@@ -152,7 +152,18 @@ impl RunDir {
                     path: file.clone(),
                     message: format!("not a model reference: {e}"),
                 })?;
-                // Stored relative to the run, so a run directory can be moved.
+                // Stored relative to the run, so a run directory can be moved; a path that
+                // leaves the run (absolute, or through `..`) is refused, not followed.
+                let inside = current.path.components().all(|c| matches!(c, std::path::Component::Normal(_)));
+                if !inside {
+                    return Err(PipelineError::Run {
+                        path: file,
+                        message: format!(
+                            "names {}, a path outside the run (it must be relative to the run, without ..)",
+                            current.path.display()
+                        ),
+                    });
+                }
                 let path = self.root.join(&current.path);
                 if !path.is_file() {
                     return Err(PipelineError::Run {
@@ -397,6 +408,14 @@ mod tests {
         assert_eq!(run.current_model().unwrap(), Some(m2.clone()));
         run.set_current(&m0).unwrap();
         assert_eq!(run.current_model().unwrap(), Some(m0));
+        // A current.json pointing out of the run is refused, however it is spelt.
+        let outside = dir.path().parent().unwrap().join("elsewhere.safetensors");
+        for path in [outside.display().to_string(), "../elsewhere.safetensors".into(), "models/../../x".into()] {
+            let text = serde_json::json!({ "step": 0, "path": path }).to_string();
+            std::fs::write(run.current_file(), text).unwrap();
+            let e = run.current_model().unwrap_err().to_string();
+            assert!(e.contains("current.json") && e.contains("outside the run"), "{path}: {e}");
+        }
         assert_eq!(run.replace_config("[run]\n").unwrap(), None);
         let kept = run.replace_config("[run]\nminutes = 1\n").unwrap().unwrap();
         assert_eq!(std::fs::read_to_string(kept).unwrap(), "[run]\n");

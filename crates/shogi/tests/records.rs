@@ -179,6 +179,28 @@ fn convert_directory_keeps_going_after_bad_files() {
 }
 
 #[test]
+fn a_symlink_loop_is_reported_and_not_followed() {
+    let scratch = tempfile::tempdir().unwrap();
+    let games = scratch.path().join("games");
+    std::fs::create_dir_all(games.join("a")).unwrap();
+    std::fs::copy(data_dir().join("multi.csa"), games.join("a/multi.csa")).unwrap();
+    // games/a/up -> games: entering it again would loop until the path is too long.
+    std::os::unix::fs::symlink(&games, games.join("a/up")).unwrap();
+    // A link to a directory elsewhere is followed once, as any directory.
+    let other = scratch.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(data_dir().join("multi.csa"), other.join("more.csa")).unwrap();
+    std::os::unix::fs::symlink(&other, games.join("linked")).unwrap();
+    let out = scratch.path().join("out");
+    let summary = record::convert_path(&games, Format::Csa, Format::Usi, Some(&out)).unwrap();
+    let inputs: Vec<String> = summary.converted.iter().map(|f| f.input.display().to_string()).collect();
+    assert_eq!(inputs.len(), 2, "{inputs:?}");
+    assert_eq!(summary.errors.len(), 1, "{:?}", summary.errors);
+    let loop_error = summary.errors[0].to_string();
+    assert!(loop_error.contains("a/up") && loop_error.contains("loop"), "{loop_error}");
+}
+
+#[test]
 fn fuzz_findings_stay_fixed() {
     // A checkmate claimed where the position is not mate (found by the kif fuzz target): every
     // writer must keep it, although `%TORYO` and `…の勝ち` would read back as a resignation.

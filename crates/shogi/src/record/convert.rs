@@ -1,7 +1,9 @@
 //! Whole files and directories: what `koma convert` calls.
 
+use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::error::RecordError;
@@ -66,7 +68,8 @@ pub fn convert_path(
     let mut summary = ConvertSummary::default();
     if meta.is_dir() {
         let mut files = Vec::new();
-        collect(input, from, &mut files).map_err(|source| RecordError::Io { path: input.to_path_buf(), source })?;
+        collect(input, from, &mut HashSet::new(), &mut files, &mut summary.errors)
+            .map_err(|source| RecordError::Io { path: input.to_path_buf(), source })?;
         files.sort();
         for file in files {
             let rel = file.strip_prefix(input).unwrap_or(&file).to_path_buf();
@@ -90,11 +93,27 @@ pub fn convert_path(
     Ok(summary)
 }
 
-fn collect(dir: &Path, from: Format, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// Every record file under `dir`, following symlinks but entering each real directory once: a
+/// link back to a directory already on the way (a loop) is reported in `loops` and not followed.
+fn collect(
+    dir: &Path,
+    from: Format,
+    visited: &mut HashSet<(u64, u64)>,
+    out: &mut Vec<PathBuf>,
+    loops: &mut Vec<RecordError>,
+) -> std::io::Result<()> {
+    let meta = fs::metadata(dir)?;
+    if !visited.insert((meta.dev(), meta.ino())) {
+        loops.push(RecordError::Invalid {
+            path: dir.to_path_buf(),
+            message: "a symbolic link back to a directory already being converted (a loop): not followed".into(),
+        });
+        return Ok(());
+    }
     for entry in fs::read_dir(dir)? {
         let path = entry?.path();
         if path.is_dir() {
-            collect(&path, from, out)?;
+            collect(&path, from, visited, out, loops)?;
         } else if path.extension().and_then(|e| e.to_str()).is_some_and(|e| from.reads_extension(e)) {
             out.push(path);
         }

@@ -135,21 +135,43 @@ impl Trainer {
     /// between the two leaves that checkpoint unwritten; it is published now, from the weights
     /// the state holds (the ones it would have had). When it is there, it becomes the parent of
     /// the next checkpoint. Returns whether it had to be published.
+    ///
+    /// A checkpoint that is there is verified first (sidecar, SHA-256, structure, architecture):
+    /// one damaged since (a bad disk, a copy cut short) is set aside as `NAME.corrupt-UNIXSECONDS`
+    /// (its sidecar too) and published again from the state, so self-play never follows a model
+    /// it cannot load.
     pub fn publish_checkpoint_of_state(&mut self, models_dir: &Path) -> Result<bool> {
         let name = checkpoint::file_name(self.step);
-        if self.step == 0 || self.parent.as_deref() == Some(name.as_str()) {
+        if self.step == 0 {
             return Ok(false);
         }
-        if models_dir.join(&name).is_file() {
-            self.parent = Some(name);
+        let path = models_dir.join(&name);
+        if path.is_file() {
+            match checkpoint::read(&path, Some(self.network.config())) {
+                Ok(_) => {
+                    self.parent = Some(name);
+                    return Ok(false);
+                }
+                Err(e) => {
+                    let aside = set_aside(&path)?;
+                    tracing::warn!(
+                        "{e}; the training state of step {} holds its weights: the damaged file is kept as {} and \
+                         the checkpoint published again",
+                        self.step,
+                        aside.display()
+                    );
+                }
+            }
+        } else if self.parent.as_deref() == Some(name.as_str()) {
             return Ok(false);
+        } else {
+            tracing::warn!(
+                "{}: the training state of step {} was saved but its checkpoint was not published (the trainer \
+                 stopped between the two); publishing it now",
+                path.display(),
+                self.step
+            );
         }
-        tracing::warn!(
-            "{}: the training state of step {} was saved but its checkpoint was not published (the trainer \
-             stopped between the two); publishing it now",
-            models_dir.join(&name).display(),
-            self.step
-        );
         self.save_checkpoint(models_dir)?;
         Ok(true)
     }
@@ -258,4 +280,22 @@ fn recent_inputs(tensors: &HashMap<String, Tensor>) -> std::result::Result<VecDe
         kept.push_back(batch);
     }
     Ok(kept)
+}
+
+/// Renames a damaged checkpoint (and its sidecar, if any) to `NAME.corrupt-UNIXSECONDS`, out of
+/// the models' names; returns the weights' new path.
+fn set_aside(path: &Path) -> Result<PathBuf> {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let aside = |p: &Path| {
+        let mut name = p.as_os_str().to_owned();
+        name.push(format!(".corrupt-{secs}"));
+        PathBuf::from(name)
+    };
+    let sidecar = checkpoint::sidecar_path(path);
+    if sidecar.is_file() {
+        std::fs::rename(&sidecar, aside(&sidecar)).map_err(crate::error::io(&sidecar))?;
+    }
+    let weights = aside(path);
+    std::fs::rename(path, &weights).map_err(crate::error::io(path))?;
+    Ok(weights)
 }

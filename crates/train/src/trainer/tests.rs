@@ -336,6 +336,27 @@ fn the_published_average_has_statistics_recomputed_on_the_last_batches() {
     for (name, t) in &published {
         assert!(t.equal(&again[name]), "{name} differs after the resume");
     }
+
+    // Damaged since (a byte flipped): the resume sets it aside and publishes it again, whatever
+    // the state says its parent is; an intact one is kept as it is.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(&path, &bytes).unwrap();
+    let mut resumed = Trainer::resume(&config, &state_dir, &models).unwrap();
+    resumed.parent = Some(path.file_name().unwrap().to_string_lossy().into_owned());
+    assert!(resumed.publish_checkpoint_of_state(&models).unwrap());
+    let again = Network::load(&path, &RunOptions::cpu()).unwrap().var_store().variables();
+    for (name, t) in &published {
+        assert!(t.equal(&again[name]), "{name} differs after republishing a damaged checkpoint");
+    }
+    let aside: Vec<String> = std::fs::read_dir(&models)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".corrupt-"))
+        .collect();
+    assert_eq!(aside.len(), 2, "weights and sidecar set aside: {aside:?}");
+    assert!(!resumed.publish_checkpoint_of_state(&models).unwrap(), "an intact checkpoint is kept");
 }
 
 /// The bf16 compute copy keeps batch norm in f32 (its statistics' small updates would round away
