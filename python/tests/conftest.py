@@ -30,7 +30,7 @@ def koma(koma_bin):
 # a missing oracle package or a TensorBoard reader that is not installed must not look green.
 # Only skips that a developer opts into on purpose (`KOMA_SLOW_TESTS`) stay skips. Outside CI,
 # scripts/test prints every skip's reason (`pytest -rs`).
-OPT_IN_SKIPS = ("KOMA_SLOW_TESTS",)
+OPT_IN_SKIPS = ("KOMA_SLOW_TESTS", "KOMA_LOAD_CHECK")
 
 
 def _strict() -> bool:

@@ -96,7 +96,6 @@ def pipelines_on(run):
 def test_experiment_survives_kill_resumes_and_reports(koma_bin, configs):
     exp = str(configs / "E")
     env = dict(os.environ, RUST_LOG="info")
-    started = time.time()
     proc = subprocess.Popen([koma_bin, "experiment", "--spec", str(configs / "exp.toml"), "--dir", exp],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     run_a = os.path.join(exp, "runs", "base")
@@ -165,14 +164,18 @@ def test_experiment_survives_kill_resumes_and_reports(koma_bin, configs):
     assert os.path.getsize(os.path.join(exp, "elo-over-time.png")) > 1000
     assert "elo-over-time.png" in md
 
-    # A finished experiment with --resume only redoes the report.
+    # A finished experiment with --resume only redoes the report: no pipeline started, no game
+    # played (judged by what it wrote, not by how long it took).
     lines_before = open(os.path.join(exp, "results.jsonl")).read()
-    t = time.time()
+    curve_before = open(os.path.join(exp, "curve.jsonl")).read()
+    segments_before = {n: len(v["segments"]) for n, v in state["variants"].items()}
     redo = subprocess.run([koma_bin, "experiment", "--dir", exp, "--resume"], capture_output=True, text=True, timeout=120)
     assert redo.returncode == 0, redo.stderr[-3000:]
-    assert "variant" in redo.stdout and time.time() - t < 60
+    assert "variant" in redo.stdout
     assert open(os.path.join(exp, "results.jsonl")).read() == lines_before
-    assert time.time() - started < 300
+    assert open(os.path.join(exp, "curve.jsonl")).read() == curve_before
+    after = json.load(open(os.path.join(exp, "state.json")))
+    assert {n: len(v["segments"]) for n, v in after["variants"].items()} == segments_before
 
 
 def test_bad_input_is_refused_with_clear_errors(koma_bin, configs):
