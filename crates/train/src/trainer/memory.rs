@@ -31,3 +31,23 @@ pub fn keep_freed_memory() {
         });
     }
 }
+
+/// A planted leak, for the soak's own test (docs/reliability.md, "Soak"):
+/// `KOMA_LEAK_MIB_PER_STEP=N` keeps N MiB, written to, for every step trained, so that a test can
+/// show the soak failing on a real leak of the trainer. Unset (always, outside that test): nothing
+/// but one check of a cached value per step.
+pub(crate) fn planted_leak() {
+    static MIB: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    static KEPT: std::sync::Mutex<Vec<Vec<u8>>> = std::sync::Mutex::new(Vec::new());
+    let mib = *MIB.get_or_init(|| {
+        let mib = std::env::var("KOMA_LEAK_MIB_PER_STEP").ok().and_then(|v| v.trim().parse().ok()).unwrap_or(0);
+        if mib > 0 {
+            tracing::warn!("KOMA_LEAK_MIB_PER_STEP={mib}: the trainer keeps {mib} MiB for every step (a planted leak)");
+        }
+        mib
+    });
+    if mib > 0 {
+        // Filled, so the pages are resident and not just reserved.
+        KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(vec![1u8; mib << 20]);
+    }
+}

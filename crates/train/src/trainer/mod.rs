@@ -315,6 +315,7 @@ impl Trainer {
             ema.update(self.optimizer.params(), self.step, batch.len())?;
         }
         self.step += 1;
+        memory::planted_leak();
         self.samples_seen += batch.len() as u64;
         if let Some(rng) = &batch.rng_after {
             self.rng = rng.clone();
