@@ -4,9 +4,10 @@
 //! the same across runs, machines and months, where `greedy` and `mcts-material@32` saturate.
 //!
 //! The search itself is deterministic (captures first, most valuable victim and least valuable
-//! attacker first, then the generator's order); the seed only breaks ties between root moves of
-//! equal value, which are many in quiet positions, so that games from one opening differ and a
-//! game is still reproduced by its seed.
+//! attacker first, then the generator's order); the player's random numbers only break ties
+//! between root moves of equal value, which are many in quiet positions, so that games from one
+//! opening differ. (The arena seeds each of its workers' players once, so which tie-breaks a game
+//! gets depends on the games its worker played before.)
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -162,6 +163,11 @@ impl Search<'_> {
         if qply >= QUIESCENCE_PLIES {
             return Ok(stand);
         }
+        // No legal move loses in shogi, in check or not: a side with nothing to play cannot stand
+        // on its material (in check, the evasions below are all its moves).
+        if !in_check && !self.pos.has_legal_move() {
+            return Ok(-MATE + ply as i32);
+        }
         let mut best = -MATE;
         if !in_check {
             best = stand;
@@ -268,6 +274,10 @@ mod tests {
         let mated = root("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1", 2);
         assert!(mated.best.is_empty());
         assert_eq!(mated.value, -MATE);
+        // Not in check and nothing to play also loses: the silver stepping to 2c leaves the king
+        // on 1a every square covered, and quiescence must see that rather than stand on material.
+        assert!(root("8k/6G2/7S1/9/9/9/9/9/4K4 w - 1", 1).best.is_empty());
+        assert_eq!(root("8k/6G2/9/7S1/9/9/9/9/4K4 b - 1", 1).value, MATE - 1);
         let mut player = AlphaBetaPlayer::new(1, GameRules::default(), 1).unwrap();
         let pos = Position::from_sfen("4k4/4G4/4P4/9/9/9/9/9/4K4 w - 1").unwrap();
         assert_eq!(player.act(&pos, &AtomicBool::new(false)).unwrap(), Action::Resign);

@@ -151,6 +151,15 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
                 message: "--resume: not a koma run (no config.toml); start one without --resume".into(),
             });
         }
+        // Before anything is replaced: an unreadable count stops the resume here.
+        let evals = dir.evals()?;
+        if evals == 0 && dir.models()?.len() > 1 {
+            tracing::warn!(
+                "{}: no evaluation count in a run that has trained (a run of an older koma, or the file was \
+                 removed); its evaluations count from 0, so an --evals budget starts again",
+                dir.evals_file().display()
+            );
+        }
         match &options.config {
             Some(path) => {
                 let (text, origin) = ConfigSource::File(path.clone()).read()?;
@@ -326,10 +335,13 @@ pub fn run(prepared: &Prepared, options: &PipelineOptions, events: &Sender<Event
     });
     let seconds = started.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds() - cpu_started;
-    let (train, selfplay) = stage_outcomes(train_result, selfplay_result, side_results, first_ended)?;
-    // Self-play's last report, made as it ended, holds its totals.
+    // Self-play's last report, made as it ended, holds its totals; saved whatever the stages'
+    // outcome (a failed save is said: the run's work is done either way).
     let evals = budget.evals_here();
-    run.set_evals(budget.evals_done())?;
+    if let Err(e) = run.set_evals(budget.evals_done()) {
+        tracing::warn!("saving the evaluation count: {e}");
+    }
+    let (train, selfplay) = stage_outcomes(train_result, selfplay_result, side_results, first_ended)?;
     if stage_ended {
         // A stage ended on its own and yet without an error: that is a bug, and said so.
         return Err(log_failure(PipelineError::Stage {

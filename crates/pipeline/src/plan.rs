@@ -199,7 +199,7 @@ pub fn plan(config: &PipelineConfig, throughput: &Throughput, horizon_hours: f64
     // plan's clock.
     let budget_spent = |t: f64, step: u64| {
         let by_time = (config.run.minutes > 0.0).then(|| t / (config.run.minutes * 60.0));
-        koma_train::budget::run_share(step, (config.run.steps > 0).then_some(config.run.steps), 0.0, by_time)
+        koma_train::budget::run_share(step, (config.run.steps > 0).then_some(config.run.steps), 0.0, by_time, None)
             .unwrap_or(0.0)
     };
     let window_full_s =

@@ -104,8 +104,8 @@ pub fn reference_factory(
     default_simulations: u32,
     rules: GameRules,
 ) -> std::result::Result<PlayerFactory, PlayerNameError> {
-    if let Some(depth) = spec.strip_prefix("alphabeta") {
-        return alphabeta_factory(spec, depth, rules);
+    if spec == "alphabeta" || spec.starts_with("alphabeta@") {
+        return alphabeta_factory(spec, &spec["alphabeta".len()..], rules);
     }
     let (name, budget) = split_budget(spec, default_simulations)?;
     let label = format!("{name}@{}", budget_label(budget));
@@ -179,6 +179,11 @@ mod tests {
         assert!(reference_factory("model-1.safetensors", 8, GameRules::default()).is_err());
         let alphabeta = reference_factory("alphabeta@2", 8, GameRules::default()).unwrap();
         assert_eq!(alphabeta(3).unwrap().name(), "alphabeta@2");
+        // A checkpoint whose path starts with the word is not taken for the player.
+        assert!(matches!(
+            reference_factory("alphabeta-runs/model-1.safetensors", 8, GameRules::default()),
+            Err(PlayerNameError::NotReference(_))
+        ));
         for bad in ["alphabeta", "alphabeta@", "alphabeta@0", "alphabeta@9", "alphabeta@two"] {
             let error = reference_factory(bad, 8, GameRules::default()).err().unwrap();
             assert!(matches!(error, PlayerNameError::Depth { .. }), "{bad}: {error}");

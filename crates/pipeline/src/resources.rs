@@ -168,11 +168,16 @@ impl RunBudget {
 }
 
 impl koma_train::BudgetClock for RunBudget {
+    /// This process's time limits.
     fn spent(&self) -> f64 {
         let wall = self.wall.map_or(0.0, |w| self.started.elapsed().as_secs_f64() / w.as_secs_f64().max(1e-9));
         let cpu = self.cpu.map_or(0.0, |c| c.spent());
-        let evals = self.evals.map_or(0.0, |limit| self.evals_done() as f64 / limit as f64);
-        wall.max(cpu).max(evals).min(1.0)
+        wall.max(cpu).min(1.0)
+    }
+
+    /// The evaluations, which count over the whole run.
+    fn run_spent(&self) -> Option<f64> {
+        self.evals.map(|limit| (self.evals_done() as f64 / limit as f64).min(1.0))
     }
 }
 
@@ -245,10 +250,12 @@ mod tests {
         evals.count_evals(150);
         evals.count_evals(100);
         assert_eq!((evals.evals_here(), evals.evals_done()), (150, 250));
-        assert_eq!(evals.spent(), 0.25);
+        // A share of the whole run, apart from this process's time (none here).
+        assert_eq!((evals.spent(), evals.run_spent()), (0.0, Some(0.25)));
         evals.count_evals(900);
         assert!(evals.evals_exhausted() && !evals.wall_exhausted() && !evals.cpu_exhausted());
-        assert_eq!(evals.spent(), 1.0);
+        assert_eq!(evals.run_spent(), Some(1.0));
+        assert_eq!(budget.run_spent(), None);
     }
 
     #[test]

@@ -206,9 +206,13 @@ impl RunDir {
     pub fn evals(&self) -> Result<u64> {
         let file = self.evals_file();
         match std::fs::read_to_string(&file) {
-            Ok(text) => serde_json::from_str::<EvalCount>(&text)
-                .map(|c| c.evals)
-                .map_err(|e| PipelineError::Run { path: file, message: format!("not an evaluation count: {e}") }),
+            Ok(text) => serde_json::from_str::<EvalCount>(&text).map(|c| c.evals).map_err(|e| PipelineError::Run {
+                path: file,
+                message: format!(
+                    "not an evaluation count: {e} (write {{\"evals\": N}}, or remove it to count this run's \
+                         evaluations from 0 again)"
+                ),
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
             Err(e) => Err(io(file)(e)),
         }
@@ -231,15 +235,20 @@ impl RunDir {
     /// Notes that checkpoint `step` was written when the run had `evals` evaluations. A line lost
     /// to a crash only loses a point of the curve, so it is appended without a sync.
     pub fn note_checkpoint_evals(&self, step: u64, evals: u64) -> Result<()> {
-        use std::io::Write;
+        use std::io::{Read, Seek, SeekFrom, Write};
         let file = self.checkpoint_evals_file();
-        let line = serde_json::to_string(&CheckpointEvals { step, evals }).expect("serialisable") + "\n";
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&file)
-            .and_then(|mut f| f.write_all(line.as_bytes()))
-            .map_err(io(file))
+        let mut line = serde_json::to_string(&CheckpointEvals { step, evals }).expect("serialisable") + "\n";
+        let mut f = std::fs::OpenOptions::new().create(true).read(true).append(true).open(&file).map_err(io(&file))?;
+        // After a line torn by a crash, start a new one rather than finish the torn one.
+        let length = f.seek(SeekFrom::End(0)).map_err(io(&file))?;
+        if length > 0 {
+            let mut last = [0u8];
+            f.seek(SeekFrom::Start(length - 1)).and_then(|_| f.read_exact(&mut last)).map_err(io(&file))?;
+            if last[0] != b'\n' {
+                line.insert(0, '\n');
+            }
+        }
+        f.write_all(line.as_bytes()).map_err(io(file))
     }
 
     /// The run's evaluations at each checkpoint noted so far (the first note of a step wins;
@@ -379,8 +388,9 @@ mod tests {
             .open(run.checkpoint_evals_file())
             .and_then(|mut f| std::io::Write::write_all(&mut f, b"{\"step\": 300, \"ev"))
             .unwrap();
+        run.note_checkpoint_evals(400, 12000).unwrap();
         let notes = run.checkpoint_evals().unwrap();
-        assert_eq!(notes.into_iter().collect::<Vec<_>>(), [(100, 5000), (200, 9000)]);
+        assert_eq!(notes.into_iter().collect::<Vec<_>>(), [(100, 5000), (200, 9000), (400, 12000)]);
     }
 
     fn touch_model(run: &RunDir, step: u64, sidecar: bool) -> ModelRef {

@@ -314,6 +314,7 @@ pub fn train(options: &TrainOptions, progress: &mut dyn FnMut(Progress)) -> Resu
                         options.steps,
                         resumed_share,
                         options.budget.as_ref().map(|c| c.spent()),
+                        options.budget.as_ref().and_then(|c| c.run_spent()),
                     );
                     if let Some(share) = share {
                         trainer.set_budget_spent(share);

@@ -307,8 +307,9 @@ fn print_summary(s: &PipelineSummary, plots: &[PathBuf]) {
     let load =
         s.machine.load_average.map_or(String::new(), |l| format!(", load average {:.2} {:.2} {:.2}", l[0], l[1], l[2]));
     println!(
-        "machine: {} ({} cores{load}); {} evaluations, {:.0} evals/s (replay this work elsewhere with --evals {})",
-        s.machine.cpu, s.machine.cores, s.evals, s.evals_per_second, s.evals
+        "machine: {} ({} cores{load}); {} evaluations here, {:.0} evals/s; {} in the whole run (replay its \
+         self-play work elsewhere with --evals {})",
+        s.machine.cpu, s.machine.cores, s.evals, s.evals_per_second, s.evals_total, s.evals_total
     );
     let sp = &s.selfplay;
     let st = &sp.stats;

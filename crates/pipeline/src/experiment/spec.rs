@@ -28,7 +28,7 @@ use koma_shogi::OpeningSuite;
 pub const ANCHOR: &str = "greedy";
 
 /// Names a variant may not take: they would clash with players of the round robin.
-const RESERVED: [&str; 4] = ["greedy", "random", "mcts-material", "model0"];
+const RESERVED: [&str; 5] = ["greedy", "random", "mcts-material", "alphabeta", "model0"];
 
 /// One variant: a name (a run directory `runs/NAME` and a player `NAME@SIMS`) and its config.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -61,7 +61,8 @@ pub struct ExperimentSpec {
     #[serde(with = "crate::config_fields::opening_suite")]
     #[schemars(with = "String")]
     pub openings: OpeningSuite,
-    /// Reference players besides `greedy` (which is always in): `random`, `mcts-material[@N]`.
+    /// Reference players besides `greedy` (which is always in): `random`, `mcts-material[@N]`,
+    /// `alphabeta@D`.
     pub references: Vec<String>,
     /// Intermediate checkpoints per variant on the Elo-over-time plot (evenly spaced in time).
     pub curve_points: usize,
