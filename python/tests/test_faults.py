@@ -187,7 +187,7 @@ def cpu_seconds(pid):
 
 
 def temporaries(directory):
-    """The temporaries of durable writes in `directory` (`.NAME.tmp-PID-N`)."""
+    """The temporaries of durable writes in `directory` (`.NAME.tmp-HOST-PID-TOKEN-N`)."""
     return {f for f in os.listdir(directory) if ".tmp-" in f} if os.path.isdir(directory) else set()
 
 

@@ -255,8 +255,9 @@ def test_an_evaluation_budget_ends_the_run_and_counts_across_resumes(koma_bin, t
     run = str(tmp_path / "run")
 
     def pipeline(*args):
+        # One host name for all three processes, so that the leftover below is "this host's".
         done = subprocess.run([koma_bin, "pipeline", "--run", run, "--no-report", "--json", *args],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, env=dict(os.environ, KOMA_HOST="soakhost"))
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -266,7 +267,17 @@ def test_an_evaluation_budget_ends_the_run_and_counts_across_resumes(koma_bin, t
     assert first["evals_per_second"] > 0 and first["machine"]["cores"] >= 1 and first["machine"]["cpu"], first
     with open(os.path.join(run, "evals.json")) as f:
         assert json.load(f)["evals"] == first["evals_total"]
+    # A temporary a killed writer of this host left (a process id no process has) is swept at the
+    # resume; one of another host sharing the directory is not.
+    dead = 2**32 - 7
+    ours = os.path.join(run, "models", f".model-00009999.safetensors.tmp-soakhost-{dead}-0badcafe-0")
+    theirs = os.path.join(run, "selfplay", f".shard.h5.tmp-otherhost-{dead}-0badcafe-0")
+    for path in (ours, theirs):
+        with open(path, "wb") as f:
+            f.write(b"half")
     second = pipeline("--resume", "--evals", str(first["evals_total"] + 3000))
+    assert not os.path.exists(ours) and os.path.exists(theirs)
+    os.remove(theirs)
     assert second["stop_reason"] == "eval_limit", second["stop_reason"]
     assert second["evals_total"] == first["evals_total"] + second["evals"], (first, second)
     assert second["evals_total"] >= first["evals_total"] + 3000

@@ -111,9 +111,10 @@ pub struct StagedFile {
 
 impl StagedFile {
     /// Stages a write of `target`. The temporary's name is hidden (a leading dot) and ends in
-    /// `.tmp-PID-TOKEN-N`: no reader globbing for the final file's extension picks it up, and two
+    /// `.tmp-HOST-PID-TOKEN-N`: no reader globbing for the final file's extension picks it up, two
     /// writers of one path never share a temporary, also on two hosts of a shared file system
-    /// whose processes have the same PID (TOKEN is random per process).
+    /// whose processes have the same PID (TOKEN is random per process), and a temporary left by a
+    /// killed writer can be told from a live one's ([`sweep_leftovers`]).
     pub fn new(target: &Path) -> StagedFile {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         static TOKEN: OnceLock<u32> = OnceLock::new();
@@ -121,7 +122,9 @@ impl StagedFile {
         let token = *TOKEN.get_or_init(|| std::collections::hash_map::RandomState::new().hash_one(0u8) as u32);
         let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let unique = NEXT.fetch_add(1, Ordering::Relaxed);
-        let temporary = directory_of(target).join(format!(".{name}.tmp-{}-{token:08x}-{unique}", std::process::id()));
+        let host = crate::host::host_name();
+        let temporary =
+            directory_of(target).join(format!(".{name}.tmp-{host}-{}-{token:08x}-{unique}", std::process::id()));
         StagedFile { target: target.to_path_buf(), temporary, synced: false, published: false }
     }
 
@@ -218,6 +221,55 @@ impl Drop for StagedFile {
 /// `KOMA_SLOW_PUBLISH_MS=N` (for the chaos test, docs/reliability.md): every publish waits N ms
 /// with its temporary written and not yet renamed, so that kills land inside writes. Unset: no
 /// pause.
+/// The writer of a temporary this module named (`.NAME.tmp-HOST-PID-TOKEN-N`): its host and
+/// process id; None for any other file name.
+fn temporary_writer(file_name: &str) -> Option<(&str, u32)> {
+    let rest = file_name.strip_prefix('.')?;
+    let (_, writer) = rest.rsplit_once(".tmp-")?;
+    let mut fields = writer.rsplitn(4, '-');
+    let (n, token, pid, host) = (fields.next()?, fields.next()?, fields.next()?, fields.next()?);
+    let valid = !host.is_empty()
+        && n.chars().all(|c| c.is_ascii_digit())
+        && token.len() == 8
+        && token.chars().all(|c| c.is_ascii_hexdigit());
+    valid.then_some(())?;
+    Some((host, pid.parse().ok()?))
+}
+
+/// Removes the temporaries in `dir` left by writers of this host that are no longer running (a
+/// SIGKILL between the create and the rename leaves one): nothing ever reads them, but a training
+/// state's is hundreds of MB. Each removal is logged; returns the paths removed. Temporaries of
+/// live processes, of other hosts sharing the directory, and every other file are left alone.
+/// A process id reused since by another process keeps its temporary until a later sweep.
+pub fn sweep_leftovers(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let host = crate::host::host_name();
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((writer_host, pid)) = temporary_writer(&name) else { continue };
+        let alive = Path::new(&format!("/proc/{pid}")).exists();
+        if writer_host != host || alive || !entry.file_type()?.is_file() {
+            continue;
+        }
+        let path = entry.path();
+        match std::fs::remove_file(&path) {
+            Ok(()) => {
+                tracing::info!("removed {}, left by a writer that is gone (process {pid})", path.display());
+                removed.push(path);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(removed)
+}
+
 fn pause_before_rename() {
     static PAUSE: OnceLock<Option<Duration>> = OnceLock::new();
     let pause = PAUSE.get_or_init(|| {
@@ -293,6 +345,37 @@ mod faults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leftovers_of_dead_writers_of_this_host_are_swept_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let host = crate::host::host_name();
+        // A staged file of this live process: its temporary names it.
+        let live = StagedFile::new(&dir.path().join("state.safetensors"));
+        std::fs::write(live.temporary(), b"live").unwrap();
+        assert_eq!(
+            temporary_writer(&live.temporary().file_name().unwrap().to_string_lossy()),
+            Some((host.as_str(), std::process::id()))
+        );
+        // A process id that no process has (beyond the kernel's pid_max).
+        let dead = u32::MAX - 7;
+        let leftover = dir.path().join(format!(".model-00000100.safetensors.tmp-{host}-{dead}-0badcafe-3"));
+        let other_host = dir.path().join(format!(".x.h5.tmp-elsewhere-{dead}-0badcafe-0"));
+        let not_ours = dir.path().join(format!(".x.tmp-{host}-{dead}"));
+        let published = dir.path().join("model-00000100.safetensors");
+        for path in [&leftover, &other_host, &not_ours, &published] {
+            std::fs::write(path, b"x").unwrap();
+        }
+        assert_eq!(sweep_leftovers(dir.path()).unwrap(), vec![leftover.clone()]);
+        assert!(!leftover.exists());
+        for kept in [live.temporary(), other_host.as_path(), not_ours.as_path(), published.as_path()] {
+            assert!(kept.exists(), "{} was swept", kept.display());
+        }
+        // Host names with dashes parse; a missing directory is nothing to sweep.
+        assert_eq!(temporary_writer(".a.b.tmp-node-1.cluster-42-00ff00ff-7"), Some(("node-1.cluster", 42)));
+        assert_eq!(temporary_writer("a.tmp-h-1-00ff00ff-7"), None);
+        assert!(sweep_leftovers(&dir.path().join("missing")).unwrap().is_empty());
+    }
 
     fn entries(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> =

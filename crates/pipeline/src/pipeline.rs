@@ -188,6 +188,12 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
     let overrides = RunOverrides { device: options.device.clone(), steps: options.steps, selfplay_seed: None };
     let run = Run { dir, config, config_origin }.with_overrides(&overrides)?;
     run.dir.make_dirs()?;
+    if options.resume {
+        let swept = run.dir.sweep_leftover_temporaries()?;
+        if swept > 0 {
+            tracing::warn!("removed {swept} temporary files that killed writers had left in {}", run.dir.root.display());
+        }
+    }
     if let Some(source) = &options.model_zero {
         run.install_model_zero(source)?;
     }

@@ -225,6 +225,27 @@ impl RunDir {
         Ok(())
     }
 
+    /// Removes the temporaries that writers of this host killed mid-write left in the run's
+    /// folders (`koma_base::durable::sweep_leftovers`, each logged); returns how many.
+    pub fn sweep_leftover_temporaries(&self) -> Result<usize> {
+        let dirs = [
+            self.root.clone(),
+            self.models_dir(),
+            self.selfplay_dir(),
+            self.records_dir(),
+            self.train_dir(),
+            self.state_dir(),
+            self.arena_dir(),
+            self.arena_games(),
+            self.logs_dir(),
+        ];
+        let mut removed = 0;
+        for dir in dirs {
+            removed += koma_base::durable::sweep_leftovers(&dir).map_err(io(&dir))?.len();
+        }
+        Ok(removed)
+    }
+
     /// `checkpoint-evals.jsonl`: one line per checkpoint the pipeline's trainer wrote, with the
     /// run's evaluations at that moment, so that a model can be placed on a curve of strength
     /// against work (docs/benchmarks.md, the scaling curve).
