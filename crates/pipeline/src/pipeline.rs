@@ -191,7 +191,10 @@ pub fn prepare(options: &PipelineOptions) -> Result<Prepared> {
     if options.resume {
         let swept = run.dir.sweep_leftover_temporaries()?;
         if swept > 0 {
-            tracing::warn!("removed {swept} temporary files that killed writers had left in {}", run.dir.root.display());
+            tracing::warn!(
+                "removed {swept} temporary files that killed writers had left in {}",
+                run.dir.root.display()
+            );
         }
     }
     if let Some(source) = &options.model_zero {
