@@ -126,7 +126,7 @@ impl Search<'_> {
     }
 
     /// Fail-soft negamax: the value for the side to move, exact inside (alpha, beta).
-    fn negamax(&mut self, depth: u32, ply: u32, mut alpha: i32, beta: i32) -> Result<i32, Cancelled> {
+    fn negamax(&mut self, depth: u32, ply: u32, alpha: i32, beta: i32) -> Result<i32, Cancelled> {
         if depth == 0 {
             return self.quiescence(0, ply, alpha, beta);
         }
@@ -137,21 +137,7 @@ impl Search<'_> {
             // No legal move loses in shogi, in check or not.
             return Ok(-MATE + ply as i32);
         }
-        let mut best = -MATE;
-        for m in self.ordered(&list) {
-            self.pos.do_move(m);
-            let score = self.negamax(depth - 1, ply + 1, -beta, -alpha);
-            self.pos.undo_move();
-            let score = -score?;
-            if score > best {
-                best = score;
-                alpha = alpha.max(score);
-                if alpha >= beta {
-                    break;
-                }
-            }
-        }
-        Ok(best)
+        self.best_of(&list, -MATE, alpha, beta, |search, a, b| search.negamax(depth - 1, ply + 1, a, b))
     }
 
     /// Captures until the position is quiet; the side to move may stand on its material, except
@@ -181,9 +167,23 @@ impl Search<'_> {
         if in_check && list.is_empty() {
             return Ok(-MATE + ply as i32);
         }
-        for m in self.ordered(&list) {
+        self.best_of(&list, best, alpha, beta, |search, a, b| search.quiescence(qply + 1, ply + 1, a, b))
+    }
+
+    /// The moves of `list` in order, each valued by `child` (the position after it, searched
+    /// for the opponent in the window given, negated back), raising `best` from what the caller
+    /// already has until one reaches `beta`.
+    fn best_of(
+        &mut self,
+        list: &MoveList,
+        mut best: i32,
+        mut alpha: i32,
+        beta: i32,
+        mut child: impl FnMut(&mut Self, i32, i32) -> Result<i32, Cancelled>,
+    ) -> Result<i32, Cancelled> {
+        for m in self.ordered(list) {
             self.pos.do_move(m);
-            let score = self.quiescence(qply + 1, ply + 1, -beta, -alpha);
+            let score = child(self, -beta, -alpha);
             self.pos.undo_move();
             let score = -score?;
             if score > best {

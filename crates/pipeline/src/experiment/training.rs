@@ -344,42 +344,20 @@ mod tests {
 
     #[test]
     fn commands_start_or_resume_with_the_budget_left() {
-        let c = pipeline_command(
-            Path::new("/bin/koma"),
-            Path::new("E/configs/a.toml"),
-            Path::new("E/runs/a"),
-            Path::new("E/model0/m.safetensors"),
-            false,
-            (BudgetKind::Cpu, 10.0),
-            90.0,
-        );
-        let text = c.join(" ");
+        let command = |resume, budget, remaining| {
+            let (config, zero) = (Path::new("E/configs/a.toml"), Path::new("E/model0/m.safetensors"));
+            pipeline_command(Path::new("/bin/koma"), config, Path::new("E/runs/a"), zero, resume, budget, remaining)
+                .join(" ")
+        };
         assert_eq!(
-            text,
+            command(false, (BudgetKind::Cpu, 10.0), 90.0),
             "/bin/koma pipeline --config E/configs/a.toml --run E/runs/a --model-zero E/model0/m.safetensors --minutes 0 --cpu-minutes 1.500000 --evals 0 --no-report --json"
         );
-        let c = pipeline_command(
-            Path::new("koma"),
-            Path::new("x"),
-            Path::new("E/runs/a"),
-            Path::new("m"),
-            true,
-            (BudgetKind::Wall, 10.0),
-            0.0001,
-        );
-        let text = c.join(" ");
+        let text = command(true, (BudgetKind::Wall, 10.0), 0.0001);
         assert!(text.contains("pipeline --resume --run E/runs/a") && !text.contains("--config"), "{text}");
         assert!(text.contains("--minutes 0.000002 --cpu-minutes 0 --evals 0"), "{text}");
         // Evaluations: the whole budget, which the pipeline counts over its whole run.
-        let c = pipeline_command(
-            Path::new("koma"),
-            Path::new("x"),
-            Path::new("E/runs/a"),
-            Path::new("m"),
-            true,
-            (BudgetKind::Evals, 5e6),
-            1.2e6,
-        );
-        assert!(c.join(" ").contains("--minutes 0 --cpu-minutes 0 --evals 5000000"), "{}", c.join(" "));
+        let text = command(true, (BudgetKind::Evals, 5e6), 1.2e6);
+        assert!(text.contains("--minutes 0 --cpu-minutes 0 --evals 5000000"), "{text}");
     }
 }
