@@ -237,9 +237,11 @@ def test_two_selfplay_processes_on_one_run_play_different_games(koma_bin, tmp_pa
 
 
 def test_reaching_the_step_count_ends_the_run_normally_with_its_report(koma_bin, tmp_path, config):
-    # The trainer finishing its steps is a normal end (not "interrupted"), so the report runs.
+    # The trainer finishing its steps is a normal end (not "interrupted"), so the report runs;
+    # minutes given as well, the run ends at whichever limit comes first (the docs' promise).
     run = str(tmp_path / "run")
-    done = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "12", "--json"],
+    done = subprocess.run([koma_bin, "pipeline", "--config", config, "--run", run, "--steps", "12", "--minutes", "30",
+                           "--json"],
                           capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])

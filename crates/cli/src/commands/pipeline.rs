@@ -28,8 +28,9 @@ pub struct Args {
     /// Continue the run in --run: the trainer resumes exactly, self-play follows the newest model.
     #[arg(long)]
     resume: bool,
-    /// Stop after this many minutes (overrides [run] minutes; 0: no limit).
-    #[arg(long, conflicts_with = "steps")]
+    /// Stop after this many minutes (overrides [run] minutes; 0: no limit). With --steps or
+    /// --evals too, the run ends at whichever limit comes first.
+    #[arg(long)]
     minutes: Option<f64>,
     /// Stop after this many minutes of process CPU time, user + system over all threads
     /// (overrides [run] cpu_minutes; 0: no limit). Fairer than --minutes when the machine's load
