@@ -257,8 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     warm_rows = judged(rows)
     if warm_rows:
         def per(x, scale):
-            return " / ".join("n/a" if growth(h, x, scale) is None else f"{growth(h, x, scale):+.1f}"
-                              for h in halves(warm_rows, x))
+            grown = (growth(h, x, scale) for h in halves(warm_rows, x))
+            return " / ".join("n/a" if g is None else f"{g:+.1f}" for g in grown)
         summary += (f"\nafter the warm-up ({warm_rows[0]['minutes']:.1f} min on, {len(warm_rows)} samples, steps "
                     f"{warm_rows[0]['step']}–{warm_rows[-1]['step']}): growth by half {per('minutes', 60)} MiB/hour")
         if args.steps_from:

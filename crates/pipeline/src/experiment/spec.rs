@@ -131,6 +131,15 @@ impl BudgetKind {
         }
     }
 
+    /// Budget in the unit of [`VariantState::used`](crate::experiment::state::VariantState::used)
+    /// (seconds, or evaluations), for people: `1.5 minutes`, `4142 evaluations`.
+    pub fn units_text(self, units: f64) -> String {
+        match self {
+            BudgetKind::Evals => format!("{} evaluations", evals_text(units)),
+            _ => format!("{:.1} minutes", units / 60.0),
+        }
+    }
+
     /// `amount` of this budget for people: `10 CPU minutes`, `5.00 M evaluations`.
     pub fn describe(self, amount: f64) -> String {
         match self {

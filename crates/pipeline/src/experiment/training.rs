@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use crate::error::{io, PipelineError, Result};
-use crate::experiment::spec::{evals_text, BudgetKind, Variant};
+use crate::experiment::spec::{BudgetKind, Variant};
 use crate::experiment::state::{Segment, VariantState};
 use crate::experiment::{Context, ExperimentEvent, Flow};
 use crate::resources::{child_exited, load_average, pid_alive, pid_cpu_seconds};
@@ -322,20 +322,12 @@ fn run_segment(
             message: format!(
                 "the pipeline of variant {name:?} was stopped from outside after {} of the {} it had left; continue \
                  with --resume",
-                spent(kind, used - (kind.units(budget) - remaining)),
-                spent(kind, remaining)
+                kind.units_text(used - (kind.units(budget) - remaining)),
+                kind.units_text(remaining)
             ),
         });
     }
     Ok(Flow::Continue)
-}
-
-/// Budget in the unit of [`VariantState::used`], for people.
-fn spent(kind: BudgetKind, units: f64) -> String {
-    match kind {
-        BudgetKind::Evals => format!("{} evaluations", evals_text(units)),
-        _ => format!("{:.1} minutes", units / 60.0),
-    }
 }
 
 #[cfg(test)]
